@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ObserversConfig(AppConfig):
+    name = "observers"
+    verbose_name = "Timeline observers"

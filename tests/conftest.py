@@ -1,0 +1,143 @@
+"""Shared fixtures: a real redis-server, daphne and RQ worker subprocesses, and Chromium through Playwright.
+
+Browser tests use Playwright's sync API, which keeps an event loop running in the main thread for the whole
+session; they are therefore sorted last, and Django's async-safety guard is relaxed for the ORM calls they make.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from tests.services import DaphneServer, RedisServer, RQWorker, service_env
+
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if {"page", "browser", "browser_context"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.browser)
+    # Stable sort: everything else first, browser tests last (see module docstring).
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_settings(settings, redis_server):
+    """Point Channels and django-rq of this process at the test redis-server, and empty it afterwards."""
+    settings.REDIS_URL = redis_server.url
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [redis_server.url]}}
+    }
+    settings.RQ_QUEUES = {"default": {"URL": redis_server.url, "DEFAULT_TIMEOUT": 600}}
+    yield redis_server
+    import redis
+
+    redis.Redis.from_url(redis_server.url).flushdb()
+
+
+@dataclass
+class Stack:
+    """daphne + RQ worker subprocesses that share the test database and the test redis-server."""
+
+    redis: RedisServer
+    env: dict[str, str]
+    daphne: DaphneServer
+    worker: RQWorker
+
+    @property
+    def base_url(self) -> str:
+        return self.daphne.base_url
+
+    @property
+    def ws_url(self) -> str:
+        return self.daphne.ws_url
+
+    def restart_worker(self) -> RQWorker:
+        self.worker.stop()
+        self.worker = RQWorker(self.env).start()
+        return self.worker
+
+    def restart_daphne(self) -> DaphneServer:
+        port = self.daphne.port
+        self.daphne.stop()
+        self.daphne = DaphneServer(self.env, port=port).start()
+        return self.daphne
+
+
+@pytest.fixture(scope="session")
+def stack(django_db_setup, django_db_blocker, redis_server) -> Iterator[Stack]:
+    """The whole app as separate processes. Tests using it need `transactional_db` so their rows are visible."""
+    from django.conf import settings
+
+    env = service_env(redis_url=redis_server.url, database_name=settings.DATABASES["default"]["NAME"])
+    daphne = DaphneServer(env).start()
+    worker = RQWorker(env).start()
+    running = Stack(redis=redis_server, env=env, daphne=daphne, worker=worker)
+    yield running
+    running.worker.stop()
+    running.daphne.stop()
+
+
+@pytest.fixture
+def live_stack(stack, transactional_db, redis_settings) -> Stack:
+    """The stack, with this process's Channels/RQ settings pointed at the same redis and committed DB rows."""
+    return stack
+
+
+@pytest.fixture
+def operator_user(django_user_model):
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user("op", password="op-password-1")
+    user.user_permissions.add(*Permission.objects.filter(codename="decide_deferred"))
+    return user
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield instance
+        instance.close()
+
+
+@pytest.fixture
+def page(browser) -> Iterator:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    opened = context.new_page()
+    opened.set_default_timeout(15_000)
+    yield opened
+    context.close()
+
+
+def log_in(page, base_url: str, username: str, password: str) -> None:
+    page.goto(f"{base_url}/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base_url}/")

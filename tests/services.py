@@ -1,0 +1,191 @@
+"""Real service processes for tests: redis-server, daphne and an RQ worker, each on free ports.
+
+Fixtures in tests/conftest.py wrap these; they are plain classes so benchmarks can start them too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(predicate, *, timeout: float, what: str, interval: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+
+def redis_binary() -> str:
+    found = os.environ.get("REDIS_SERVER_BIN") or shutil.which("redis-server")
+    if not found:
+        raise RuntimeError("redis-server is not installed; run bin/setup")
+    return found
+
+
+class RedisServer:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="harness-redis-")
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> RedisServer:
+        self.process = subprocess.Popen(
+            [
+                redis_binary(),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self.dir,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis.from_url(self.url)
+
+        def ping() -> bool:
+            try:
+                return bool(client.ping())
+            except redis.ConnectionError:
+                return False
+
+        wait_until(ping, timeout=10, what="redis-server")
+        return self
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def service_env(*, redis_url: str, database_name: str | None) -> dict[str, str]:
+    """Environment for a subprocess that must see the same Redis and (test) database as the test."""
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_url,
+        "PYTHONUNBUFFERED": "1",
+        "DJANGO_SETTINGS_MODULE": "harness_site.settings",
+    }
+    if database_name:
+        from django.conf import settings
+
+        db = settings.DATABASES["default"]
+        if db["ENGINE"] == "django.db.backends.sqlite3":
+            env["DATABASE_URL"] = f"sqlite:///{database_name}"
+        else:
+            user = db.get("USER") or ""
+            password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+            env["DATABASE_URL"] = (
+                f"postgres://{user}{password}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{database_name}"
+            )
+    return env
+
+
+class ManagedProcess:
+    """A subprocess in its own process group, with its output kept in a log file for failure reports."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
+        self.name = name
+        self.argv = argv
+        self.env = env
+        self.log_path = Path(tempfile.mkstemp(prefix=f"harness-{name}-", suffix=".log")[1])
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> ManagedProcess:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            self.argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the whole group: an RQ worker runs each job in a forked work-horse child."""
+        if self.running:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, sig)
+            self.process.wait(timeout=20)
+
+    def stop(self) -> None:
+        if self.running:
+            self.kill(signal.SIGTERM)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+class DaphneServer(ManagedProcess):
+    def __init__(self, env: dict[str, str], port: int | None = None) -> None:
+        self.port = port or free_port()
+        super().__init__(
+            "daphne",
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "harness_site.asgi:application"],
+            env,
+        )
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}"
+
+    def start(self) -> DaphneServer:
+        super().start()
+
+        def answers() -> bool:
+            if not self.running:
+                raise RuntimeError(f"daphne exited:\n{self.log()}")
+            try:
+                urllib.request.urlopen(f"{self.base_url}/login/", timeout=1)
+                return True
+            except OSError:
+                return False
+
+        wait_until(answers, timeout=30, what="daphne")
+        return self
+
+
+class RQWorker(ManagedProcess):
+    def __init__(self, env: dict[str, str], *, with_scheduler: bool = False) -> None:
+        argv = [sys.executable, "manage.py", "rqworker", "default"]
+        if with_scheduler:
+            argv.append("--with-scheduler")
+        super().__init__("rqworker", argv, env)
+
+
+@contextlib.contextmanager
+def running(process: ManagedProcess) -> Iterator[ManagedProcess]:
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
