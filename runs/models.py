@@ -1,0 +1,383 @@
+"""Durable records of the Host: profiles, policies, threads, executions, runs, journal, timeline and checkpoints.
+
+Invariants the design relies on are database constraints, not only Python checks: contiguous journal indexes
+are unique per run, timeline positions are unique per execution, a thread has at most one active execution and
+an execution at most one leased run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class AgentProfile(models.Model):
+    """How a thread's agent is built: model, instructions and the host tools it may call."""
+
+    name = models.SlugField(unique=True)
+    model = models.CharField(
+        max_length=200, help_text='"demo" for the offline scripted model, else a pydantic-ai model string.'
+    )
+    instructions = models.TextField(blank=True)
+    enabled_tools = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class HostPolicy(models.Model):
+    """A named policy whose edits create new immutable versions; runs record the version they used."""
+
+    name = models.SlugField(unique=True, default="default")
+    current_version = models.ForeignKey(
+        "HostPolicyVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta:
+        verbose_name_plural = "host policies"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ToolRecovery(models.TextChoices):
+    DECLARED = "declared"
+    NEVER = "never"
+    ALWAYS = "always"
+
+
+class HostPolicyVersion(models.Model):
+    """One immutable version of a policy: approval rules, recovery mode and the limits runs obey."""
+
+    policy = models.ForeignKey(HostPolicy, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    approval_rules = models.JSONField(default=list, blank=True)
+    tool_recovery = models.CharField(max_length=16, choices=ToolRecovery.choices, default=ToolRecovery.DECLARED)
+    max_attempts = models.PositiveIntegerField(default=3)
+    lease_seconds = models.PositiveIntegerField(default=30)
+    approval_timeout_seconds = models.PositiveIntegerField(default=0, help_text="0 = requests never expire.")
+    redact_patterns = models.JSONField(default=list, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    comment = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["policy", "number"], name="policy_version_number_unique")]
+        ordering = ["policy", "number"]
+
+    def __str__(self) -> str:
+        return f"{self.policy.name} v{self.number}"
+
+
+class Thread(models.Model):
+    """A harness thread as the Host knows it; its state lives in the selected checkpoint."""
+
+    thread_id = models.CharField(max_length=100, unique=True)
+    title = models.CharField(max_length=200, blank=True)
+    profile = models.ForeignKey(AgentProfile, on_delete=models.PROTECT, related_name="threads")
+    selected_checkpoint = models.ForeignKey(
+        "Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    forked_from = models.ForeignKey(
+        "Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.title or self.thread_id
+
+    @property
+    def latest_execution(self) -> Execution | None:
+        return self.executions.order_by("-number").first()
+
+    @property
+    def status(self) -> str:
+        latest = self.latest_execution
+        return latest.status if latest else "idle"
+
+
+class ExecutionStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    RECOVERING = "recovering"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+ACTIVE_EXECUTION_STATUSES = (
+    ExecutionStatus.QUEUED,
+    ExecutionStatus.RUNNING,
+    ExecutionStatus.WAITING,
+    ExecutionStatus.RECOVERING,
+)
+
+
+class ExecutionTrigger(models.TextChoices):
+    MANUAL = "manual"
+    DEMO = "demo"
+    FORK = "fork"
+    API = "api"
+
+
+class Execution(models.Model):
+    """One user turn on a thread, carried out by one or more runs (initial, resumes, recoveries)."""
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="executions")
+    number = models.PositiveIntegerField()
+    input = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=ExecutionStatus.choices, default=ExecutionStatus.QUEUED)
+    trigger = models.CharField(max_length=16, choices=ExecutionTrigger.choices, default=ExecutionTrigger.MANUAL)
+    policy_version = models.ForeignKey(HostPolicyVersion, on_delete=models.PROTECT, related_name="executions")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    failure_code = models.CharField(max_length=100, blank=True)
+    failure_message = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "number"], name="execution_number_unique"),
+            models.UniqueConstraint(
+                fields=["thread"],
+                condition=Q(status__in=ACTIVE_EXECUTION_STATUSES),
+                name="one_active_execution_per_thread",
+            ),
+        ]
+        ordering = ["thread", "number"]
+
+    def __str__(self) -> str:
+        return f"{self.thread} #{self.number}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_EXECUTION_STATUSES
+
+
+class RunReason(models.TextChoices):
+    INITIAL = "initial"
+    RESUME = "resume"
+    RECOVERY = "recovery"
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    SUSPENDED = "suspended"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    ABANDONED = "abandoned"
+
+
+class Run(models.Model):
+    """One harness run of an execution; a worker holds its lease while it writes."""
+
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="runs")
+    run_id = models.CharField(max_length=100, unique=True, null=True, blank=True)
+    number = models.PositiveIntegerField()
+    reason = models.CharField(max_length=16, choices=RunReason.choices, default=RunReason.INITIAL)
+    previous_run = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    attempt = models.PositiveIntegerField(default=1)
+    tool_recovery = models.CharField(max_length=16, choices=ToolRecovery.choices, default=ToolRecovery.DECLARED)
+    policy_version = models.ForeignKey(HostPolicyVersion, on_delete=models.PROTECT, related_name="runs")
+    profile_snapshot = models.JSONField(default=dict, blank=True)
+    # NULL (not "") means "not leased": the one-leased-run constraint is conditional on it.
+    lease_token = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    not_before = models.DateTimeField(null=True, blank=True, help_text="Recovery backoff: no worker starts it earlier.")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    failure_code = models.CharField(max_length=100, blank=True)
+    failure_message = models.TextField(blank=True)
+    output = models.JSONField(null=True, blank=True)
+    usage = models.JSONField(null=True, blank=True)
+    deferred_resume = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["execution", "number"], name="run_number_unique"),
+            models.UniqueConstraint(
+                fields=["execution"],
+                condition=Q(lease_token__isnull=False),
+                name="one_leased_run_per_execution",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "lease_expires_at"], name="run_lease_sweep")]
+        ordering = ["execution", "number"]
+
+    def __str__(self) -> str:
+        return self.run_id or f"run {self.number} of {self.execution}"
+
+
+class JournalEntry(models.Model):
+    """One source stream item of a run, in root-stream order; insert-only."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="journal")
+    index = models.PositiveIntegerField()
+    source_run_id = models.CharField(max_length=100)
+    source_sequence = models.PositiveIntegerField()
+    kind = models.CharField(max_length=64)
+    occurred_at = models.DateTimeField()
+    payload = models.TextField()
+    codec_version = models.PositiveSmallIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="journal_index_unique"),
+            models.UniqueConstraint(
+                fields=["run", "source_run_id", "source_sequence"], name="journal_source_sequence_unique"
+            ),
+        ]
+        ordering = ["run", "index"]
+        verbose_name_plural = "journal entries"
+
+    def __str__(self) -> str:
+        return f"{self.run} #{self.index} {self.kind}"
+
+
+class TimelineEvent(models.Model):
+    """An AG-UI event projected from the journal, at a durable position in its execution's timeline."""
+
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="timeline")
+    position = models.PositiveIntegerField()
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="timeline")
+    journal_entry = models.ForeignKey(
+        JournalEntry, null=True, blank=True, on_delete=models.CASCADE, related_name="timeline"
+    )
+    subagent_run_id = models.CharField(max_length=100, blank=True)
+    event_type = models.CharField(max_length=64, db_index=True)
+    event = models.JSONField()
+    occurred_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["execution", "position"], name="timeline_position_unique"),
+        ]
+        ordering = ["execution", "position"]
+
+    def __str__(self) -> str:
+        return f"{self.execution} @{self.position} {self.event_type}"
+
+
+class CheckpointKind(models.TextChoices):
+    INITIAL = "initial"
+    BOUNDARY = "boundary"
+    TERMINAL = "terminal"
+    FAILURE_CANDIDATE = "failure_candidate"
+    FORK = "fork"
+
+
+def state_digest(state_json: str) -> str:
+    return hashlib.sha256(state_json.encode()).hexdigest()
+
+
+class Checkpoint(models.Model):
+    """A stored HarnessState with the digest that proves it was not altered since."""
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoints")
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="checkpoints")
+    kind = models.CharField(max_length=24, choices=CheckpointKind.choices)
+    journal_index = models.IntegerField(null=True, blank=True)
+    state_json = models.TextField()
+    digest = models.CharField(max_length=64)
+    pending_deferred_input = models.JSONField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["thread", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} checkpoint {self.pk} of {self.thread}"
+
+
+class DeferredKind(models.TextChoices):
+    APPROVAL = "approval"
+    EXTERNAL = "external"
+    QUESTION = "question"
+
+
+class DeferredStatus(models.TextChoices):
+    PENDING = "pending"
+    DECIDED = "decided"
+    EXPIRED = "expired"
+
+
+class DeferredRequest(models.Model):
+    """A tool call a suspended run left for a person or an outside system to answer."""
+
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="deferred_requests")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="deferred_requests")
+    checkpoint = models.ForeignKey(Checkpoint, on_delete=models.PROTECT, related_name="deferred_requests")
+    tool_call_id = models.CharField(max_length=200)
+    tool_name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=DeferredKind.choices)
+    args = models.JSONField(default=dict, blank=True)
+    reason = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=DeferredStatus.choices, default=DeferredStatus.PENDING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "tool_call_id"], name="deferred_request_call_unique"),
+        ]
+        permissions = [("decide_deferred", "Can answer deferred tool requests")]
+        ordering = ["execution", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} ({self.tool_call_id})"
+
+
+class DecisionSubmission(models.Model):
+    """One submitted set of decisions; its key makes a repeated form post idempotent."""
+
+    key = models.CharField(max_length=100, unique=True)
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="submissions")
+    checkpoint = models.ForeignKey(Checkpoint, on_delete=models.PROTECT, related_name="submissions")
+    submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    submitted_at = models.DateTimeField(auto_now_add=True)
+    resume_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class Verdict(models.TextChoices):
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXTERNAL_RESULT = "external_result"
+    ANSWERED = "answered"
+    EXPIRED = "expired"
+
+
+class Decision(models.Model):
+    """The answer to one deferred request."""
+
+    request = models.OneToOneField(DeferredRequest, on_delete=models.CASCADE, related_name="decision")
+    submission = models.ForeignKey(DecisionSubmission, on_delete=models.CASCADE, related_name="decisions")
+    verdict = models.CharField(max_length=16, choices=Verdict.choices)
+    override_args = models.JSONField(null=True, blank=True)
+    approved_args = models.JSONField(null=True, blank=True)
+    args_digest = models.CharField(max_length=64, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    message = models.TextField(blank=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    decided_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.verdict}: {self.request}"
