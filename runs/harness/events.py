@@ -121,9 +121,7 @@ def run_started_event() -> HarnessExtensionEvent:
 
 def is_run_started(event: object) -> bool:
     return (
-        isinstance(event, HarnessExtensionEvent)
-        and event.kind == "lifecycle"
-        and event.payload_type == "run_started"
+        isinstance(event, HarnessExtensionEvent) and event.kind == "lifecycle" and event.payload_type == "run_started"
     )
 
 
@@ -150,9 +148,7 @@ class InlineDelegationPayload(BaseModel):
         return self
 
     def to_event(self) -> HarnessExtensionEvent:
-        return HarnessExtensionEvent(
-            kind="delegation", payload=self.model_dump(mode="json", exclude_none=True)
-        )
+        return HarnessExtensionEvent(kind="delegation", payload=self.model_dump(mode="json", exclude_none=True))
 
 
 def _check_identity(thread_id: object, run_id: object, sequence: object) -> None:

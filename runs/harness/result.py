@@ -197,9 +197,7 @@ class HarnessRunResult(Generic[OutputT]):
                 retry_hint=self._failure.retry_hint,
             )
         if self._status == "suspended":
-            raise RunError(
-                "the run is suspended on deferred tool calls", code="run_suspended", retry_hint="new_run"
-            )
+            raise RunError("the run is suspended on deferred tool calls", code="run_suspended", retry_hint="new_run")
         if self._status == "cancelled":
             raise RunError("the run was cancelled", code="run_cancelled", retry_hint="new_run")
 

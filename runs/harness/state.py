@@ -119,9 +119,7 @@ class AgentContextStateSnapshot(BaseModel):
     @computed_field
     @property
     def entries(self) -> dict[str, CapabilityState]:
-        return {
-            key: CapabilityState.model_validate(raw) for key, raw in json.loads(self.entries_json).items()
-        }
+        return {key: CapabilityState.model_validate(raw) for key, raw in json.loads(self.entries_json).items()}
 
     def get(self, capability_id: str) -> CapabilityState | None:
         raw = json.loads(self.entries_json).get(capability_id)

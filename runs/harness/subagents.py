@@ -55,7 +55,5 @@ def rethread_retained_children(snapshot: AgentContextStateSnapshot) -> AgentCont
         }
     )
     entries = snapshot.entries
-    entries[SUBAGENTS_NAMESPACE] = CapabilityState(
-        version=SUBAGENTS_VERSION, data=rethreaded.model_dump(mode="json")
-    )
+    entries[SUBAGENTS_NAMESPACE] = CapabilityState(version=SUBAGENTS_VERSION, data=rethreaded.model_dump(mode="json"))
     return AgentContextStateSnapshot(entries=entries)

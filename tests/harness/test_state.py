@@ -25,9 +25,7 @@ def full_state(**extra: object) -> HarnessState:
         agent_context_state=AgentContextStateSnapshot(
             entries={"acme.counter": CapabilityState(version="1", data={"value": 1})}
         ),
-        environment_states={
-            "main": EnvironmentState(provider_key="local", state_version="1", state={"cwd": "/"})
-        },
+        environment_states={"main": EnvironmentState(provider_key="local", state_version="1", state={"cwd": "/"})},
     )
     return HarnessState.model_validate({**state.model_dump(mode="json"), **extra})
 
@@ -124,8 +122,7 @@ def test_non_finite_capability_data_is_rejected(data):
 def test_non_finite_capability_data_in_json_is_rejected():
     """T7: the JSON path refuses NaN too."""
     payload = (
-        '{"schema_version":"1","thread_id":"thr_x1",'
-        '"agent_context_state":{"entries":{"a":{"version":"1","data":NaN}}}}'
+        '{"schema_version":"1","thread_id":"thr_x1","agent_context_state":{"entries":{"a":{"version":"1","data":NaN}}}}'
     )
     with pytest.raises(ValidationError):
         HarnessState.model_validate_json(payload)
@@ -210,9 +207,7 @@ def test_fork_rethreads_retained_inline_children():
     branch = state.fork(thread_id="thr_productbranch1")
 
     source_children = RetainedChildren.model_validate(state.agent_context_state.get(SUBAGENTS_NAMESPACE).data)
-    branch_children = RetainedChildren.model_validate(
-        branch.agent_context_state.get(SUBAGENTS_NAMESPACE).data
-    )
+    branch_children = RetainedChildren.model_validate(branch.agent_context_state.get(SUBAGENTS_NAMESPACE).data)
     assert set(branch_children.children) == {"researcher", "writer"}
     for name, child in branch_children.children.items():
         source = source_children.children[name]
@@ -235,12 +230,8 @@ def test_hand_edited_thread_id_validates_but_only_fork_rethreads():
     assert hand.thread_id == fork.thread_id
     assert hand.environment_states != {}
     assert fork.environment_states == {}
-    assert hand.agent_context_state.get(SUBAGENTS_NAMESPACE) == state.agent_context_state.get(
-        SUBAGENTS_NAMESPACE
-    )
-    assert fork.agent_context_state.get(SUBAGENTS_NAMESPACE) != state.agent_context_state.get(
-        SUBAGENTS_NAMESPACE
-    )
+    assert hand.agent_context_state.get(SUBAGENTS_NAMESPACE) == state.agent_context_state.get(SUBAGENTS_NAMESPACE)
+    assert fork.agent_context_state.get(SUBAGENTS_NAMESPACE) != state.agent_context_state.get(SUBAGENTS_NAMESPACE)
 
 
 def test_seed_samples_serialize_and_fork():
