@@ -76,6 +76,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "harness_site.health.worker_status",
             ],
         },
     },
@@ -117,6 +118,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
 # Finder-based serving keeps `bin/run` free of a collectstatic step.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
