@@ -144,6 +144,7 @@ class Execution(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     failure_code = models.CharField(max_length=100, blank=True)
     failure_message = models.TextField(blank=True)
+    cancel_requested = models.BooleanField(default=False, help_text="An operator asked to cancel; the worker obeys.")
 
     class Meta:
         constraints = [
@@ -197,7 +198,14 @@ class Run(models.Model):
     lease_token = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    not_before = models.DateTimeField(null=True, blank=True, help_text="Recovery backoff: no worker starts it earlier.")
+    start_checkpoint = models.ForeignKey(
+        "Checkpoint",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The checkpoint this run continued from (none for a thread's first run).",
+    )
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     failure_code = models.CharField(max_length=100, blank=True)
