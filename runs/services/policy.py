@@ -1,0 +1,294 @@
+"""Host policy applied to runs: approval rules as a pydantic-ai capability, expiry and redaction.
+
+A `HostPolicyVersion` row is immutable; everything here reads one version and turns it into values the
+execution machinery hands to the agent (`approval_capability`) and to the AG-UI observer
+(`redaction_processor`). Editing a policy never changes a version in place: `publish_policy_version`
+writes the next one, so a Run keeps the rules it started with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from ag_ui.core import BaseEvent
+from django.db import transaction
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic_ai import ApprovalRequired, RunContext, ToolCallPart, ToolDefinition
+from pydantic_ai.capabilities import AbstractCapability
+
+from observers.agui.processor import MUTABLE_FIELDS
+from runs.models import HostPolicy, HostPolicyVersion
+
+APPROVAL_CAPABILITY_ID = "host.approval_policy"
+REDACTED = "[redacted]"
+DEFAULT_REASON = "Host policy requires approval for this tool."
+
+
+class ArgumentCondition(BaseModel):
+    """A simple test on one top-level argument of a tool call."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    arg: str = Field(min_length=1)
+    op: Literal["eq", "ne", "gt", "lt", "contains"]
+    value: Any = None
+
+    def holds(self, args: Mapping[str, Any]) -> bool:
+        """Whether the condition matches. It fails closed: an argument that is missing or cannot be
+        compared with the rule's value counts as a match, so an unclear call still asks for approval."""
+        if self.arg not in args:
+            return True
+        actual = args[self.arg]
+        try:
+            match self.op:
+                case "eq":
+                    return actual == self.value
+                case "ne":
+                    return actual != self.value
+                case "gt":
+                    return actual > self.value
+                case "lt":
+                    return actual < self.value
+                case "contains":
+                    return self.value in actual
+        except TypeError:
+            return True
+        raise AssertionError(self.op)  # Literal above keeps this unreachable
+
+
+class ApprovalRule(BaseModel):
+    """`tool` is a tool name or an fnmatch glob; without `when` every call of a matching tool needs approval."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool: str = Field(min_length=1)
+    when: ArgumentCondition | None = None
+    reason: str = ""
+
+    def matches_tool(self, tool_name: str) -> bool:
+        return fnmatch.fnmatchcase(tool_name, self.tool)
+
+    def matches_call(self, tool_name: str, args: Mapping[str, Any]) -> bool:
+        return self.matches_tool(tool_name) and (self.when is None or self.when.holds(args))
+
+    @property
+    def reason_text(self) -> str:
+        return self.reason or DEFAULT_REASON
+
+
+_RULES_ADAPTER = TypeAdapter(tuple[ApprovalRule, ...])
+
+
+def parse_approval_rules(value: Any) -> tuple[ApprovalRule, ...]:
+    """Validate the JSON stored in `HostPolicyVersion.approval_rules`; `ValueError` with a readable message."""
+    try:
+        return _RULES_ADAPTER.validate_python(value or ())
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or 'rules'}: {error['msg']}" for error in exc.errors()
+        )
+        raise ValueError(f"Invalid approval rules: {problems}") from exc
+
+
+def parse_redact_patterns(value: Any) -> tuple[re.Pattern[str], ...]:
+    """Compile the key regexes of `HostPolicyVersion.redact_patterns` (case-insensitive search)."""
+    if not isinstance(value, list | tuple) or not all(isinstance(item, str) and item for item in value):
+        raise ValueError("Redaction patterns must be a list of non-empty regular expressions.")
+    compiled = []
+    for pattern in value:
+        try:
+            compiled.append(re.compile(pattern, re.IGNORECASE))
+        except re.error as exc:
+            raise ValueError(f"Invalid redaction pattern {pattern!r}: {exc}") from exc
+    return tuple(compiled)
+
+
+@dataclasses.dataclass(frozen=True)
+class ApprovalPolicy:
+    rules: tuple[ApprovalRule, ...] = ()
+
+    def always_requires(self, tool_name: str) -> ApprovalRule | None:
+        """The first unconditional rule for the tool: its definitions are turned into `kind="unapproved"`."""
+        return next((rule for rule in self.rules if rule.when is None and rule.matches_tool(tool_name)), None)
+
+    def conditional_match(self, tool_name: str, args: Mapping[str, Any]) -> ApprovalRule | None:
+        return next((rule for rule in self.rules if rule.when is not None and rule.matches_call(tool_name, args)), None)
+
+    def matching_rule(self, tool_name: str, args: Mapping[str, Any]) -> ApprovalRule | None:
+        return next((rule for rule in self.rules if rule.matches_call(tool_name, args)), None)
+
+
+def approval_policy(version: HostPolicyVersion | None) -> ApprovalPolicy:
+    return ApprovalPolicy(parse_approval_rules(version.approval_rules) if version is not None else ())
+
+
+@dataclasses.dataclass
+class HostApprovalCapability(AbstractCapability[Any]):
+    """Makes the policy's tools approval-required in every step of a run.
+
+    Unconditional rules mark the tool definitions `kind="unapproved"`, which is pydantic-ai's own
+    approval path. Argument conditions can only be judged once the call's arguments are validated, so they
+    raise `ApprovalRequired` from `after_tool_validate` unless this very call was approved. On a resume
+    the rules are those of the resuming Run's policy version, so an approval never bypasses the current
+    policy; whether an approval may be replayed after a crash is decided by the engine, not here.
+    """
+
+    policy: ApprovalPolicy = dataclasses.field(default_factory=ApprovalPolicy)
+    id: str = APPROVAL_CAPABILITY_ID
+
+    async def prepare_tools(self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        return [
+            dataclasses.replace(tool_def, kind="unapproved")
+            if tool_def.kind == "function" and self.policy.always_requires(tool_def.name)
+            else tool_def
+            for tool_def in tool_defs
+        ]
+
+    async def after_tool_validate(
+        self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any
+    ) -> Any:
+        if (
+            not ctx.tool_call_approved
+            and tool_def.kind == "function"
+            and isinstance(args, Mapping)
+            and self.policy.conditional_match(tool_def.name, args)
+        ):
+            raise ApprovalRequired()
+        return args
+
+
+def approval_capability(version: HostPolicyVersion | None) -> HostApprovalCapability:
+    return HostApprovalCapability(policy=approval_policy(version))
+
+
+def approval_reason(version: HostPolicyVersion | None, tool_name: str, args: Mapping[str, Any] | None) -> str:
+    """Why a deferred approval was asked for: the reason of the first rule matching this call."""
+    rule = approval_policy(version).matching_rule(tool_name, args or {})
+    return rule.reason_text if rule is not None else "The tool itself asks for approval."
+
+
+def expiry_for(version: HostPolicyVersion | None, created_at: datetime) -> datetime | None:
+    """When an unanswered request set is answered with denials; `None` when the policy never expires them."""
+    seconds = version.approval_timeout_seconds if version is not None else 0
+    return created_at + timedelta(seconds=seconds) if seconds and seconds > 0 else None
+
+
+class RedactionProcessor:
+    """An `AguiEventProcessor` masking values of secret-looking keys in the events' content fields.
+
+    Only the fields a processor may change (spec 4.7) are touched, and it is a pure function of its input
+    so a replayed timeline equals the live one. JSON text is redacted structurally; other text, including
+    a JSON fragment streamed in pieces, by `key: value` / `key=value` pairs. Being stateless, it cannot see
+    a secret whose key and value arrive in different deltas.
+    """
+
+    _PAIR = re.compile(
+        r"""(?P<q>["']?)(?P<key>[A-Za-z_][\w.-]*)(?P=q)(?P<sep>\s*[:=]\s*)"""
+        r"""(?P<value>"(?:[^"\\]|\\.)*"?|'[^']*'?|[^\s,;}\]&]+)"""
+    )
+
+    def __init__(self, patterns: Iterable[re.Pattern[str]]) -> None:
+        self.patterns = tuple(patterns)
+
+    def __call__(self, item: Any, event: BaseEvent) -> BaseEvent:
+        changes = {}
+        for name in MUTABLE_FIELDS.get(event.type, ()):
+            if name == "encrypted_value":  # opaque provider data: nothing to recognise in it
+                continue
+            value = getattr(event, name)
+            redacted = self.redact_value(value)
+            if redacted != value:
+                changes[name] = redacted
+        return event.model_copy(update=changes) if changes else event
+
+    def is_secret(self, key: str) -> bool:
+        return any(pattern.search(key) for pattern in self.patterns)
+
+    def redact_value(self, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {
+                key: REDACTED if isinstance(key, str) and self.is_secret(key) else self.redact_value(item)
+                for key, item in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self.redact_value(item) for item in value]
+        if isinstance(value, str):
+            return self.redact_text(value)
+        return value
+
+    def redact_text(self, text: str) -> str:
+        if not text or not self.patterns:
+            return text
+        stripped = text.lstrip()
+        if stripped[:1] in "{[":
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                pass
+            else:
+                redacted = self.redact_value(parsed)
+                return text if redacted == parsed else json.dumps(redacted, ensure_ascii=False)
+        return self._PAIR.sub(self._mask_pair, text)
+
+    def _mask_pair(self, match: re.Match[str]) -> str:
+        if not self.is_secret(match["key"]):
+            return match.group(0)
+        value = match["value"]
+        opening = value[0] if value[:1] in "\"'" else ""
+        closing = opening if len(value) > 1 and value.endswith(opening) else ""
+        return f"{match['q']}{match['key']}{match['q']}{match['sep']}{opening}{REDACTED}{closing}"
+
+
+def redaction_processor(version: HostPolicyVersion | None) -> RedactionProcessor | None:
+    """The observer's processor for this policy version, or `None` when it redacts nothing."""
+    if version is None or not version.redact_patterns:
+        return None
+    return RedactionProcessor(parse_redact_patterns(version.redact_patterns))
+
+
+POLICY_VERSION_FIELDS: Sequence[str] = (
+    "approval_rules",
+    "tool_recovery",
+    "max_attempts",
+    "lease_seconds",
+    "approval_timeout_seconds",
+    "redact_patterns",
+)
+
+
+def publish_policy_version(
+    policy: HostPolicy, *, created_by: Any, comment: str = "", **values: Any
+) -> HostPolicyVersion:
+    """Write the next immutable version of `policy` and make it current.
+
+    Fields not given are carried over from the current version. The policy row is locked so two admins
+    saving at once get consecutive numbers instead of a unique-constraint error.
+    """
+    unknown = set(values) - set(POLICY_VERSION_FIELDS)
+    if unknown:
+        raise TypeError(f"Not policy version fields: {sorted(unknown)}")
+    parse_approval_rules(values.get("approval_rules"))
+    if "redact_patterns" in values:
+        parse_redact_patterns(values["redact_patterns"])
+    with transaction.atomic():
+        locked = HostPolicy.objects.select_for_update().get(pk=policy.pk)
+        current = locked.current_version
+        carried = {name: getattr(current, name) for name in POLICY_VERSION_FIELDS} if current else {}
+        last = HostPolicyVersion.objects.filter(policy=locked).order_by("-number").first()
+        version = HostPolicyVersion.objects.create(
+            policy=locked,
+            number=(last.number if last else 0) + 1,
+            created_by=created_by,
+            comment=comment,
+            **{**carried, **values},
+        )
+        locked.current_version = version
+        locked.save(update_fields=["current_version"])
+    policy.current_version = version
+    return version
