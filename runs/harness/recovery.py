@@ -1,0 +1,234 @@
+"""Tool recovery: what happens to the calls of a checkpoint that have no recorded result.
+
+After a crash such a call may already have run. `prepare_tool_recovery` turns the checkpoint history (and
+any accepted deferred input the Host retained) into a `ToolRecoveryPlan`: external facts and explicit denials
+answer their calls under every mode; in `"never"` mode every other unanswered call gets the unknown result;
+otherwise the calls stay pending with pydantic-ai's `ToolApproved` as programmatic replay permission. The plan's
+capability then decides each pending call against the freshly prepared tool definitions of the resuming run
+(absent or, in `"declared"` mode, undeclared tools get the unknown result) and makes replayed tools that now
+need approval or external execution suspend again, because replay permission is never an approval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from copy import deepcopy
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, get_args
+
+from pydantic_ai import (
+    ApprovalRequired,
+    CallDeferred,
+    ModelMessage,
+    ModelResponse,
+    RunContext,
+    ToolApproved,
+    ToolCallPart,
+    ToolDefinition,
+    ToolDenied,
+    ToolFailed,
+)
+from pydantic_ai import DeferredToolResults as NativeDeferredToolResults
+from pydantic_ai._agent_graph import CallToolsNode
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities.abstract import CapabilityOrdering
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.tools import AgentDepsT
+from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
+
+from .deferred import DeferredToolResume, check_resume_surface, last_response_index
+from .errors import RunError
+from .interrupted import INTERRUPTED_TOOL_RESULT, answered_call_ids, normalize_interrupted_history
+from .tools import is_recovery_retryable
+
+__all__ = (
+    "TOOL_RECOVERY_MODES",
+    "ToolRecoveryCapability",
+    "ToolRecoveryMode",
+    "ToolRecoveryPlan",
+    "prepare_tool_recovery",
+)
+
+ToolRecoveryMode = Literal["declared", "never", "always"]
+TOOL_RECOVERY_MODES: Final[tuple[ToolRecoveryMode, ...]] = get_args(ToolRecoveryMode)
+
+
+@dataclass(frozen=True)
+class ToolRecoveryPlan:
+    """How one run continues a checkpoint's unanswered tool calls.
+
+    `history` is what the run continues from; `deferred_tool_results` (native, or `None` when nothing is
+    pending) goes to the first attempt only; `replay` are the calls still waiting for the fresh tool surface
+    to decide whether they run again; `resume` is the deferred batch whose items must fit that surface.
+    """
+
+    mode: ToolRecoveryMode
+    history: tuple[ModelMessage, ...]
+    deferred_tool_results: NativeDeferredToolResults | None = None
+    replay: tuple[ToolCallPart, ...] = ()
+    resume: DeferredToolResume | None = None
+
+    def capability(self) -> ToolRecoveryCapability[Any]:
+        """A fresh capability applying this plan; add it to the run (one instance per Harness run)."""
+        return ToolRecoveryCapability(self)
+
+
+def prepare_tool_recovery(
+    history: Sequence[ModelMessage],
+    mode: ToolRecoveryMode,
+    accepted: DeferredToolResume | None = None,
+) -> ToolRecoveryPlan:
+    """Plan the continuation of `history` under `mode`, consuming the accepted deferred input first.
+
+    `accepted` is the batch returned by `preflight_deferred_resume`. A fresh batch (`recovery=False`) is
+    applied verbatim and the mode is ignored; a recovery batch contributes only its external facts and
+    explicit denials, never its positive approvals.
+    """
+    if mode not in TOOL_RECOVERY_MODES:
+        raise ValueError(f"tool_recovery must be one of {TOOL_RECOVERY_MODES}, not {mode!r}")
+    if accepted is not None and not accepted.recovery:
+        return ToolRecoveryPlan(mode, tuple(history), accepted.model_results(), resume=accepted)
+
+    supplied = _supplied_facts(accepted)
+    messages = normalize_interrupted_history(history, close_pending_tools=mode == "never" and not supplied)
+    pending = _pending_calls(messages, provider_suspended_counts=bool(supplied))
+    if unexpected := set(supplied) - {call.tool_call_id for call in pending}:
+        raise RunError(
+            "accepted deferred input answers calls that are not pending in the checkpoint",
+            code="deferred_state_invalid",
+            details={"tool_call_ids": sorted(unexpected)},
+        )
+    if not pending:
+        return ToolRecoveryPlan(mode, tuple(messages))
+
+    results = NativeDeferredToolResults()
+    replay: list[ToolCallPart] = []
+    for call in pending:
+        tool_call_id = call.tool_call_id
+        if tool_call_id in supplied:
+            category, value = supplied[tool_call_id]
+            # Denials go under `approvals`: pydantic-ai 2.68 would wrap a `ToolDenied` found in `calls` as a
+            # successful return instead of recording a denied one.
+            (results.calls if category == "call" else results.approvals)[tool_call_id] = value
+        elif mode == "never":
+            # The history could not be closed directly (partial results in a completed request), so the
+            # unknown result goes in as a native per-call result.
+            results.calls[tool_call_id] = ToolFailed(INTERRUPTED_TOOL_RESULT)
+        else:
+            results.approvals[tool_call_id] = ToolApproved()
+            replay.append(call)
+    if accepted is not None:
+        answered_here = {*results.calls, *results.approvals}
+        results.metadata = {
+            key: value for key, value in accepted.model_results().metadata.items() if key in answered_here
+        }
+    return ToolRecoveryPlan(mode, tuple(messages), results, tuple(replay), accepted)
+
+
+def _supplied_facts(accepted: DeferredToolResume | None) -> dict[str, tuple[Literal["call", "denial"], Any]]:
+    """Model-keyed external results and explicit denials of the accepted batch (positive approvals excluded)."""
+    if accepted is None:
+        return {}
+    results = accepted.model_results()
+    supplied: dict[str, tuple[Literal["call", "denial"], Any]] = {
+        tool_call_id: ("call", value) for tool_call_id, value in results.calls.items()
+    }
+    for tool_call_id, approval in results.approvals.items():
+        if approval is False:
+            supplied[tool_call_id] = ("denial", ToolDenied())
+        elif isinstance(approval, ToolDenied):
+            supplied[tool_call_id] = ("denial", approval)
+    return supplied
+
+
+def _pending_calls(messages: Sequence[ModelMessage], *, provider_suspended_counts: bool) -> list[ToolCallPart]:
+    """Ordinary calls of the last response without any recorded result after it."""
+    try:
+        index = last_response_index(messages)
+    except RunError:
+        return []
+    response = messages[index]
+    assert isinstance(response, ModelResponse)
+    if response.state == "suspended" and not provider_suspended_counts:
+        # A provider-suspended turn continues on the provider's native path.
+        return []
+    answered = answered_call_ids(messages[index + 1 :])
+    return [call for call in response.tool_calls if call.tool_call_id not in answered]
+
+
+@dataclass
+class _SurfaceToolset(WrapperToolset[AgentDepsT]):
+    """Reports every freshly prepared tool surface, after all other capability wrappers applied."""
+
+    on_prepared: Callable[[dict[str, ToolDefinition]], None] = field(kw_only=True)
+
+    async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
+        tools = await super().get_tools(ctx)
+        self.on_prepared({name: tool.tool_def for name, tool in tools.items()})
+        return tools
+
+
+@dataclass
+class ToolRecoveryCapability(AbstractCapability[AgentDepsT]):
+    """Applies a `ToolRecoveryPlan` inside the run.
+
+    At the first tool step it captures pydantic-ai's per-call result map, and when that step prepares its
+    tool surface it checks the deferred batch against it and turns every pending call whose tool is absent
+    (or, in `"declared"` mode, undeclared) into the unknown result. Calls that stay pending are replays: if
+    their tool now needs approval or runs externally they suspend again. Before the next model request
+    nothing is pending any more, so calls the model makes afterwards are ordinary. `definitions` holds the
+    latest prepared surface, which gives suspended requests their tool identities.
+    """
+
+    plan: ToolRecoveryPlan
+    definitions: dict[str, ToolDefinition] = field(default_factory=dict[str, ToolDefinition])
+    _awaiting_surface: bool = field(default=False, init=False, repr=False)
+    _results: dict[str, Any] | None = field(default=None, init=False, repr=False)
+    _replaying: set[str] = field(default_factory=set[str], init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._awaiting_surface = bool(self.plan.replay) or self.plan.resume is not None
+        self._replaying = {call.tool_call_id for call in self.plan.replay}
+
+    def get_ordering(self) -> CapabilityOrdering:
+        # Outermost, so the surface it sees carries every other capability's metadata (e.g. SetToolMetadata).
+        return CapabilityOrdering(position="outermost")
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
+        return _SurfaceToolset(toolset, on_prepared=self._surface_prepared)
+
+    async def before_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any) -> Any:
+        if self._awaiting_surface and isinstance(node, CallToolsNode) and node.tool_call_results is not None:
+            # The same dict is read when the step's tool calls are processed, after its surface is prepared.
+            self._results = node.tool_call_results
+        return node
+
+    def _surface_prepared(self, definitions: dict[str, ToolDefinition]) -> None:
+        self.definitions = deepcopy(definitions)
+        if self._results is None:
+            return
+        results, self._results = self._results, None
+        self._awaiting_surface = False
+        if self.plan.resume is not None:
+            check_resume_surface(self.plan.resume.requests, self.plan.resume.results, definitions)
+        for call in self.plan.replay:
+            tool_def = definitions.get(call.tool_name)
+            if tool_def is None or (self.plan.mode == "declared" and not is_recovery_retryable(tool_def)):
+                results[call.tool_call_id] = ToolFailed(INTERRUPTED_TOOL_RESULT)
+                self._replaying.discard(call.tool_call_id)
+
+    async def after_tool_validate(
+        self, ctx: RunContext[AgentDepsT], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any
+    ) -> Any:
+        if call.tool_call_id in self._replaying:
+            if tool_def.kind == "unapproved":
+                raise ApprovalRequired()
+            if tool_def.kind == "external":
+                raise CallDeferred()
+        return args
+
+    async def before_model_request(
+        self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        self._replaying.clear()
+        return request_context

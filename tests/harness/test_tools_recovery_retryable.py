@@ -1,0 +1,99 @@
+"""`recovery_retryable` and `RECOVERY_RETRY_SAFE_METADATA_KEY` (S51–S56, T46)."""
+
+from __future__ import annotations
+
+from pydantic_ai import RunContext, Tool, ToolDefinition
+from pydantic_ai.capabilities import Capability
+
+from runs.harness.tools import RECOVERY_RETRY_SAFE_METADATA_KEY, is_recovery_retryable, recovery_retryable
+
+
+def read_record(record_id: str) -> str:
+    return f"record {record_id}"
+
+
+def test_the_key_is_the_documented_string():
+    assert RECOVERY_RETRY_SAFE_METADATA_KEY == "a13n.harness.recovery_retry_safe"
+
+
+def test_decorator_returns_a_native_tool_calling_the_function_directly():
+    @recovery_retryable
+    def lookup_record(record_id: str) -> str:
+        """Look a record up."""
+        return read_record(record_id)
+
+    assert isinstance(lookup_record, Tool)
+    assert lookup_record.name == "lookup_record"
+    assert lookup_record.metadata == {RECOVERY_RETRY_SAFE_METADATA_KEY: True}
+    assert lookup_record.tool_def.metadata == {RECOVERY_RETRY_SAFE_METADATA_KEY: True}
+    assert lookup_record.function.__name__ == "lookup_record"
+    assert lookup_record.function("r1") == "record r1"
+
+
+def test_wrapping_an_existing_tool_copies_it_and_leaves_the_original_untouched():
+    original = Tool(
+        read_record,
+        name="search",
+        description="Search records.",
+        requires_approval=True,
+        max_retries=4,
+        metadata={"owner": "catalog"},
+    )
+
+    declared = recovery_retryable(original)
+
+    assert declared is not original
+    assert original.metadata == {"owner": "catalog"}
+    assert RECOVERY_RETRY_SAFE_METADATA_KEY not in original.tool_def.metadata
+    assert declared.metadata == {"owner": "catalog", RECOVERY_RETRY_SAFE_METADATA_KEY: True}
+    assert declared.function is read_record
+    assert (declared.name, declared.description, declared.requires_approval, declared.max_retries) == (
+        "search",
+        "Search records.",
+        True,
+        4,
+    )
+    assert declared.tool_def.kind == "unapproved"
+
+
+def test_bound_methods_and_context_tools_keep_their_signature():
+    class Catalog:
+        def lookup_record(self, record_id: str) -> str:
+            return read_record(record_id)
+
+    def with_context(ctx: RunContext[None], record_id: str) -> str:
+        return read_record(record_id)
+
+    method_tool = recovery_retryable(Catalog().lookup_record)
+    context_tool = recovery_retryable(with_context)
+
+    assert method_tool.name == "lookup_record" and not method_tool.takes_ctx
+    assert context_tool.takes_ctx
+    assert is_recovery_retryable(method_tool.tool_def) and is_recovery_retryable(context_tool.tool_def)
+
+
+def test_seed_sample_builds_a_capability():
+    @recovery_retryable
+    def lookup_record(record_id: str) -> str:
+        return read_record(record_id)
+
+    def search_records(query: str) -> list[str]:
+        return [query]
+
+    catalog = Capability(
+        id="acme.catalog",
+        tools=[lookup_record, recovery_retryable(Tool(search_records, name="search"))],
+    )
+
+    assert catalog.id == "acme.catalog"
+
+
+def test_only_boolean_true_declares_a_tool():
+    def definition(metadata: dict | None) -> ToolDefinition:
+        return ToolDefinition(name="t", metadata=metadata)
+
+    assert is_recovery_retryable(definition({RECOVERY_RETRY_SAFE_METADATA_KEY: True}))
+    for value in (False, 1, "true", "True", None, [True]):
+        assert not is_recovery_retryable(definition({RECOVERY_RETRY_SAFE_METADATA_KEY: value}))
+    assert not is_recovery_retryable(definition(None))
+    assert not is_recovery_retryable(definition({"other": True}))
