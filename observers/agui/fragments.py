@@ -1,0 +1,67 @@
+"""Oversized CUSTOM events travel as ordered fragments (spec 4.8).
+
+Transports and browsers limit frame sizes; a CUSTOM event carrying, say, a large tool payload is cut into
+`a13n.stream.fragment` frames that `CustomEventAssembler` puts back together on the receiving side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ag_ui.core import BaseEvent, CustomEvent, Event
+from pydantic import TypeAdapter
+
+__all__ = (
+    "FRAGMENT_CHARS",
+    "FRAGMENT_EVENT_NAME",
+    "MAX_CUSTOM_EVENT_BYTES",
+    "CustomEventAssembler",
+    "fragment_custom_event",
+)
+
+FRAGMENT_EVENT_NAME = "a13n.stream.fragment"
+MAX_CUSTOM_EVENT_BYTES = 48 * 1024
+FRAGMENT_CHARS = 4096
+
+_EVENT: TypeAdapter[Any] = TypeAdapter(Event)
+
+
+def fragment_custom_event(event: CustomEvent, fragment_id: str) -> list[CustomEvent]:
+    """`[event]` when its compact JSON fits, else the fragment frames that carry that JSON text."""
+    text = event.model_dump_json(by_alias=True)
+    # Cheap first: a text short in characters cannot be long in UTF-8 bytes beyond 4x.
+    if len(text) * 4 <= MAX_CUSTOM_EVENT_BYTES or len(text.encode()) <= MAX_CUSTOM_EVENT_BYTES:
+        return [event]
+    count = -(-len(text) // FRAGMENT_CHARS)
+    return [
+        CustomEvent(
+            name=FRAGMENT_EVENT_NAME,
+            value={
+                "id": fragment_id,
+                "index": index,
+                "count": count,
+                "data": text[index * FRAGMENT_CHARS : (index + 1) * FRAGMENT_CHARS],
+            },
+            timestamp=event.timestamp,
+            subagent_run_id=event.subagent_run_id,
+        )
+        for index in range(count)
+    ]
+
+
+class CustomEventAssembler:
+    """Client-side reassembly: feed every received event, get back whole events (or `None` mid-fragment)."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, list[str | None]] = {}
+
+    def feed(self, event: BaseEvent) -> BaseEvent | None:
+        if not isinstance(event, CustomEvent) or event.name != FRAGMENT_EVENT_NAME:
+            return event
+        value = event.value
+        chunks = self._pending.setdefault(value["id"], [None] * value["count"])
+        chunks[value["index"]] = value["data"]
+        if any(chunk is None for chunk in chunks):
+            return None
+        del self._pending[value["id"]]
+        return _EVENT.validate_json("".join(chunk for chunk in chunks if chunk is not None))

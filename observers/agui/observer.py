@@ -1,0 +1,156 @@
+"""`HarnessAguiObserver`: the AG-UI projection of one Harness Run, live or rebuilt from its source history."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterable
+from typing import Any
+
+from ag_ui.core import BaseEvent, CustomEvent
+
+from runs.harness.events import HarnessEvent, HarnessRunResultEvent
+
+from .conversion import RunConversion, RunConversionState, SourceItem
+from .errors import AguiObservationError
+from .fragments import fragment_custom_event
+from .processor import AguiEventProcessor, apply_processor
+
+__all__ = ("HarnessAguiObserver",)
+
+_IMMUTABLE = (str, int, float, bool, type(None))
+
+
+class HarnessAguiObserver:
+    """Projects the source items of exactly one Harness Run into AG-UI events.
+
+    `observe()` converts one item and returns only the events that item produced. `resume()` rebuilds the
+    observer of a run that is already under way from its finite source prefix, then live items continue with
+    `observe()`. Either fails atomically: a failing item or history leaves the observer as it was.
+    State-changing calls must be serialised by the caller; `observe()` is synchronous and `resume()` closes a
+    gate for its whole duration, so within one event loop they cannot interleave unnoticed.
+    """
+
+    def __init__(self, *, processor: AguiEventProcessor | None = None, retain_events: bool = True) -> None:
+        self._processor = processor
+        self._retain_events = retain_events
+        self._thread_id: str | None = None
+        self._run_id: str | None = None
+        self._state: Any = self._initial_state()
+        self._events: list[BaseEvent] = []
+        self._resuming = False
+        self._resume_completed = False
+
+    @property
+    def thread_id(self) -> str | None:
+        return self._thread_id
+
+    @property
+    def run_id(self) -> str | None:
+        return self._run_id
+
+    @property
+    def event_count(self) -> int:
+        return len(self._events)
+
+    def observe(self, item: SourceItem) -> tuple[BaseEvent, ...]:
+        """Convert one source item; returns the AG-UI events it produced, detached from the observer."""
+        frames = self._observe(item)
+        if self._retain_events:
+            return tuple(_detached(frame) for frame in frames)
+        return tuple(frames)
+
+    async def resume(self, history: AsyncIterable[SourceItem]) -> None:
+        """Rebuild this fresh observer from the exact source prefix of its run.
+
+        Every historical item goes through `observe()` of a private staging observer, processor included;
+        the result is adopted only when `history` is exhausted. Until then, and after any failure or
+        cancellation, this observer stays exactly as it was. Returns `None` so the historical events, now
+        in `snapshot()`, are not republished by accident.
+        """
+        if not isinstance(history, AsyncIterable):
+            raise TypeError(f"resume() needs an async iterable of source items, not {type(history).__name__}")
+        if self._resuming:
+            raise AguiObservationError("another resume() of this observer is in progress")
+        if self._resume_completed or self._run_id is not None:
+            raise AguiObservationError("resume() needs a fresh observer; this one already observed or resumed")
+        self._resuming = True
+        try:
+            staged = self._staging_observer()
+            async for item in history:
+                staged._observe(item)
+            self._thread_id = staged._thread_id
+            self._run_id = staged._run_id
+            self._state = staged._state
+            self._events = staged._events
+            self._resume_completed = True
+        finally:
+            self._resuming = False
+
+    def snapshot(self, *, start: int = 0, stop: int | None = None) -> tuple[BaseEvent, ...]:
+        """Copies of the accumulated events in `[start, stop)`: historical ones first, then live ones."""
+        if not self._retain_events:
+            raise AguiObservationError("this observer does not retain events (retain_events=False)")
+        count = len(self._events)
+        stop = count if stop is None else stop
+        if not 0 <= start <= stop <= count:
+            raise ValueError(f"snapshot window [{start}, {stop}) is outside [0, {count}]")
+        return tuple(_detached(event) for event in self._events[start:stop])
+
+    def _staging_observer(self) -> HarnessAguiObserver:
+        return type(self)(processor=self._processor, retain_events=self._retain_events)
+
+    def _observe(self, item: SourceItem) -> list[BaseEvent]:
+        """The one path every item takes, live or historical; commits only after everything succeeded."""
+        if self._resuming:
+            raise AguiObservationError("observe() is not allowed while resume() is rebuilding this observer")
+        if not isinstance(item, HarnessEvent | HarnessRunResultEvent):
+            raise TypeError(f"observe() needs a HarnessEvent or HarnessRunResultEvent, not {type(item).__name__}")
+        self._check_correlation(item)
+        state, events = self._convert(item)
+        if self._processor is not None:
+            events = apply_processor(self._processor, item, events)
+        frames = _fragmented(item, events)
+        if self._run_id is None:
+            self._thread_id, self._run_id = item.thread_id, item.run_id
+        self._state = state
+        if self._retain_events:
+            self._events.extend(frames)
+        return frames
+
+    def _initial_state(self) -> Any:
+        return RunConversionState()
+
+    def _check_correlation(self, item: SourceItem) -> None:
+        if self._thread_id is not None and item.thread_id != self._thread_id:
+            raise AguiObservationError(f"thread correlation changed from {self._thread_id!r} to {item.thread_id!r}")
+        if self._run_id is not None and item.run_id != self._run_id:
+            raise AguiObservationError(
+                f"run correlation changed from {self._run_id!r} to {item.run_id!r}; "
+                "a new Harness Run needs a new observer"
+            )
+
+    def _convert(self, item: SourceItem) -> tuple[Any, list[BaseEvent]]:
+        """The state after `item` and the events it produced; `self._state` is left untouched."""
+        events: list[BaseEvent] = []
+        conversion = RunConversion(self._state, item, events)
+        conversion.convert()
+        return conversion.state(), events
+
+
+def _fragmented(item: SourceItem, events: list[BaseEvent]) -> list[BaseEvent]:
+    if not any(isinstance(event, CustomEvent) for event in events):
+        return events
+    frames: list[BaseEvent] = []
+    for position, event in enumerate(events):
+        if isinstance(event, CustomEvent):
+            fragment_id = f"{item.thread_id}:{item.run_id}:{item.sequence}:{position}"
+            frames.extend(fragment_custom_event(event, fragment_id))
+        else:
+            frames.append(event)
+    return frames
+
+
+def _detached(event: BaseEvent) -> BaseEvent:
+    """A copy sharing nothing mutable with `event`, without the cost of deep-copying plain strings."""
+    nested = {name: copy.deepcopy(value) for name, value in event.__dict__.items() if not isinstance(value, _IMMUTABLE)}
+    return event.model_copy(update=nested)

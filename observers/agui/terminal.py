@@ -1,0 +1,118 @@
+"""The terminal AG-UI event of a run: RUN_FINISHED (success, interrupt, cancelled) or RUN_ERROR (spec 4.4)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pydantic_core
+from ag_ui.core import (
+    Interrupt,
+    RunErrorEvent,
+    RunFinishedCancelledOutcome,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedSuccessOutcome,
+    TokenUsage,
+)
+
+from runs.harness.events import HarnessRunResultEvent
+from runs.harness.result import RunUsageSummary
+
+from .envelopes import timestamp_ms
+
+if TYPE_CHECKING:
+    from runs.harness.deferred import DeferredToolCall, DeferredToolRequests
+
+__all__ = ("interrupts", "terminal_event", "token_usage")
+
+
+def terminal_event(item: HarnessRunResultEvent[Any]) -> RunFinishedEvent | RunErrorEvent:
+    result = item.result
+    timestamp = timestamp_ms(item.occurred_at)
+    raw: dict[str, Any] = {
+        "thread_id": item.thread_id,
+        "run_id": item.run_id,
+        "sequence": item.sequence,
+        "occurred_at": item.occurred_at.isoformat(),
+        "status": result.status,
+    }
+    usage = token_usage(result.usage)
+    if result.status == "failed":
+        assert result.failure is not None
+        raw["failure"] = result.failure.model_dump(mode="json")
+        return RunErrorEvent(
+            message=result.failure.message,
+            code=result.failure.code,
+            usage=usage,
+            raw_event=raw,
+            timestamp=timestamp,
+        )
+    if result.status == "completed":
+        try:
+            output = json.loads(result.output_json())
+        except pydantic_core.PydanticSerializationError:
+            # Output that has no JSON form is still a success; say so instead of inventing a value.
+            output = None
+            raw["result_omitted"] = True
+        outcome: Any = RunFinishedSuccessOutcome()
+    elif result.status == "suspended":
+        assert result.deferred is not None
+        output = None
+        outcome = RunFinishedInterruptOutcome(interrupts=interrupts(result.deferred))
+    else:
+        output = None
+        outcome = RunFinishedCancelledOutcome()
+    return RunFinishedEvent(
+        thread_id=item.thread_id,
+        run_id=item.run_id,
+        result=output,
+        outcome=outcome,
+        usage=usage,
+        raw_event=raw,
+        timestamp=timestamp,
+    )
+
+
+def interrupts(deferred: DeferredToolRequests) -> list[Interrupt]:
+    """One `Interrupt` per deferred call, approvals first, identified by the target call the answer is for."""
+    return [_interrupt(call, "approval", deferred) for call in deferred.approvals] + [
+        _interrupt(call, "external", deferred) for call in deferred.calls
+    ]
+
+
+def _interrupt(call: DeferredToolCall, reason: str, deferred: DeferredToolRequests) -> Interrupt:
+    target = call.target_call
+    return Interrupt(
+        id=target.tool_call_id,
+        tool_call_id=call.model_call.tool_call_id,
+        reason=reason,
+        metadata={
+            "tool_name": target.tool_name,
+            "args": _args(target.args),
+            "tool_metadata": deferred.metadata.get(target.tool_call_id),
+        },
+    )
+
+
+def _args(args: str | dict[str, Any] | None) -> Any:
+    # Models may stream arguments as JSON text; an approval dialog wants the object when there is one.
+    if isinstance(args, str):
+        try:
+            return json.loads(args)
+        except ValueError:
+            return args
+    return args
+
+
+def token_usage(usage: RunUsageSummary) -> list[TokenUsage] | None:
+    """AG-UI usage, omitted when nothing was counted."""
+    if not usage.input_tokens and not usage.output_tokens:
+        return None
+    return [
+        TokenUsage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            total_tokens=usage.input_tokens + usage.output_tokens,
+        )
+    ]

@@ -1,0 +1,101 @@
+"""Checks that an observer's output is a well-formed AG-UI 1.0 stream."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ag_ui.core import BaseEvent, Event, EventType
+from ag_ui.encoder import EventEncoder
+from pydantic import TypeAdapter
+
+_EVENT: TypeAdapter[Any] = TypeAdapter(Event)
+_ENCODER = EventEncoder()
+
+_MESSAGE_KINDS = {
+    EventType.TEXT_MESSAGE_START: ("text", "start"),
+    EventType.TEXT_MESSAGE_CONTENT: ("text", "content"),
+    EventType.TEXT_MESSAGE_END: ("text", "end"),
+    EventType.REASONING_MESSAGE_START: ("reasoning", "start"),
+    EventType.REASONING_MESSAGE_CONTENT: ("reasoning", "content"),
+    EventType.REASONING_MESSAGE_END: ("reasoning", "end"),
+    EventType.TOOL_CALL_START: ("tool", "start"),
+    EventType.TOOL_CALL_ARGS: ("tool", "content"),
+    EventType.TOOL_CALL_END: ("tool", "end"),
+}
+_RUN_TERMINALS = (EventType.RUN_FINISHED, EventType.RUN_ERROR)
+
+
+def assert_wire_valid(event: BaseEvent) -> None:
+    """The SSE frame the ag-ui encoder makes of `event` parses back, strictly, to an equal event."""
+    frame = _ENCODER.encode(event)
+    assert frame.startswith("data: ") and frame.endswith("\n\n")
+    parsed = _EVENT.validate_json(frame[len("data: ") : -2], strict=True)
+    assert parsed == event
+
+
+def assert_agui_stream(events: Sequence[BaseEvent], *, complete: bool) -> None:
+    """AG-UI ordering rules over the output of one observer.
+
+    Per scope (the root run, or one subagent run): messages and tool calls start before their content and end
+    exactly once; reasoning encrypted values belong to an open reasoning message; tool results follow the end
+    of their call when the call was seen; subagent events sit between SUBAGENT_STARTED and the subagent's
+    finish; nothing follows the root's RUN_FINISHED / RUN_ERROR. With `complete`, everything was closed.
+    """
+    open_entities: dict[tuple[str | None, str, str], int] = {}
+    ended: set[tuple[str | None, str, str]] = set()
+    subagents_open: set[str] = set()
+    subagents_done: set[str] = set()
+    run_started = run_over = False
+    for position, event in enumerate(events):
+        assert_wire_valid(event)
+        where = f"event {position} ({event.type.value})"
+        assert not run_over, f"{where} after the run finished"
+        scope = getattr(event, "subagent_run_id", None)
+        if event.type == EventType.RUN_STARTED:
+            assert not run_started and position == 0, f"{where}: RUN_STARTED must come first, once"
+            run_started = True
+            continue
+        if event.type in _RUN_TERMINALS:
+            run_over = True
+            if complete:
+                leftovers = [key for key in open_entities if key[0] is None]
+                assert not leftovers, f"{where}: still open at the end of the run: {leftovers}"
+            continue
+        if event.type == EventType.SUBAGENT_STARTED:
+            child = event.subagent_run_id  # type: ignore[attr-defined]
+            assert child not in subagents_open and child not in subagents_done, f"{where}: {child} started twice"
+            subagents_open.add(child)
+            continue
+        if event.type in (EventType.SUBAGENT_FINISHED, EventType.SUBAGENT_ERROR):
+            child = event.subagent_run_id  # type: ignore[attr-defined]
+            assert child in subagents_open, f"{where}: {child} finished without being started (or twice)"
+            leftovers = [key for key in open_entities if key[0] == child]
+            assert not leftovers, f"{where}: {child} finished with open entities {leftovers}"
+            subagents_open.discard(child)
+            subagents_done.add(child)
+            continue
+        if scope is not None:
+            assert scope in subagents_open, f"{where}: attributed to {scope}, which is not running"
+        if event.type in _MESSAGE_KINDS:
+            kind, step = _MESSAGE_KINDS[event.type]
+            entity = getattr(event, "tool_call_id", None) or event.message_id  # type: ignore[attr-defined]
+            key = (scope, kind, entity)
+            if step == "start":
+                assert key not in open_entities and key not in ended, f"{where}: {key} started twice"
+                open_entities[key] = position
+            elif step == "content":
+                assert key in open_entities, f"{where}: content for {key}, which is not open"
+            else:
+                assert key in open_entities, f"{where}: end for {key}, which is not open"
+                del open_entities[key]
+                ended.add(key)
+        elif event.type == EventType.REASONING_ENCRYPTED_VALUE:
+            key = (scope, "reasoning", event.entity_id)  # type: ignore[attr-defined]
+            assert key in open_entities, f"{where}: encrypted value for {key}, which is not open"
+        elif event.type == EventType.TOOL_CALL_RESULT:
+            key = (scope, "tool", event.tool_call_id)  # type: ignore[attr-defined]
+            assert key not in open_entities, f"{where}: result for {key} before its call ended"
+    if complete:
+        assert run_started, "the run never started"
+        assert not subagents_open, f"subagents never finished: {subagents_open}"
