@@ -1,0 +1,177 @@
+"""Websockets of the timeline: replay stored AG-UI events from the database, then go live, with no gap or duplicate.
+
+Protocol of `/ws/executions/<pk>/`: the client sends `{"type": "subscribe", "after": <position or null>,
+"execution": <pk, optional>}`. The server joins the execution's group *before* reading the database and keeps
+live frames in a buffer while it replays stored events after the cursor in pages, sends
+`{"type": "ready", "position": <last sent>}`, then flushes the buffer and forwards live frames, dropping any
+frame at or below the last position sent. A live frame that skips positions (a group message was lost, e.g.
+to channel-layer capacity) is preceded by the missing frames read from the database. Bad cursors get
+`{"type": "error", "code", "message"}` and the socket is closed.
+
+`/ws/threads/` forwards `thread.status` messages; a client may first send `{"type": "subscribe",
+"threads": [pk, ...]}` to receive the current status of those threads before the live ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from runs.services import timeline
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_BAD_REQUEST = 4400
+CLOSE_NOT_FOUND = 4404
+THREADS_GROUP = "threads"
+
+
+def execution_group(execution_pk: int) -> str:
+    return f"execution-{execution_pk}"
+
+
+class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
+    """Accepts only logged-in users; others get close code 4401 (accepted first, so the browser sees the code)."""
+
+    async def connect(self) -> None:
+        await self.accept()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        await self.opened()
+
+    async def opened(self) -> None:
+        """Called once an authenticated connection is accepted."""
+
+    async def fail(self, code: str, message: str, *, close_code: int = CLOSE_BAD_REQUEST) -> None:
+        await self.send_json({"type": "error", "code": code, "message": message})
+        await self.close(code=close_code)
+
+    @classmethod
+    async def decode_json(cls, text_data: str) -> Any:
+        try:
+            return await super().decode_json(text_data)
+        except ValueError:
+            return None
+
+
+class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
+    async def opened(self) -> None:
+        self.execution_pk: int = self.scope["url_route"]["kwargs"]["pk"]
+        self.group = execution_group(self.execution_pk)
+        self.subscribed = False
+        self.live = False
+        self.pending: list[dict[str, Any]] = []
+        self.last_sent = 0
+        self.replay: asyncio.Task | None = None
+        if not await database_sync_to_async(timeline.execution_exists)(self.execution_pk):
+            await self.fail("not_found", f"Execution {self.execution_pk} does not exist.", close_code=CLOSE_NOT_FOUND)
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "replay", None) is not None:
+            self.replay.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.replay
+        if getattr(self, "subscribed", False):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if not isinstance(content, dict) or content.get("type") != "subscribe":
+            await self.fail("bad_request", 'Expected {"type": "subscribe", "after": <position or null>}.')
+            return
+        if self.subscribed:
+            await self.fail("already_subscribed", "This connection is already subscribed.")
+            return
+        cursor_execution = content.get("execution")
+        if cursor_execution is not None and cursor_execution != self.execution_pk:
+            await self.fail(
+                "cursor_execution_mismatch",
+                f"The cursor belongs to execution {cursor_execution}, not {self.execution_pk}.",
+            )
+            return
+        after = content.get("after")
+        if after is None:
+            after = 0
+        # bool is an int subclass; `true` is not a position.
+        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+            await self.fail("bad_cursor", "`after` must be a non-negative integer position or null.")
+            return
+        # Join the group before reading anything: every event committed from here on is either in the
+        # replay or arrives as a live message (published after commit), so nothing falls in between.
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.subscribed = True
+        end = await database_sync_to_async(timeline.last_position)(self.execution_pk)
+        if after > end:
+            await self.fail("cursor_beyond_end", f"Position {after} is beyond the end of the timeline ({end}).")
+            return
+        self.last_sent = after
+        snapshot = await database_sync_to_async(timeline.execution_status_snapshot)(self.execution_pk)
+        await self.send_json({**snapshot, "type": "status"})
+        # The replay runs beside the dispatch loop so live messages keep arriving (into `pending`) meanwhile,
+        # instead of piling up in the channel layer, whose per-channel capacity is small.
+        self.replay = asyncio.create_task(self._replay_then_live())
+
+    async def _replay_then_live(self) -> None:
+        while page := await database_sync_to_async(timeline.frames_after)(self.execution_pk, self.last_sent):
+            for frame in page:
+                await self._send_frame(frame)
+            if len(page) < timeline.REPLAY_PAGE_SIZE:
+                break
+        await self.send_json({"type": "ready", "position": self.last_sent})
+        while self.pending:
+            frames, self.pending = self.pending, []
+            await self._deliver(frames)
+        # No await between the emptiness check above and this switch: nothing can slip past the buffer.
+        self.live = True
+
+    async def timeline_append(self, message: dict[str, Any]) -> None:
+        if not self.live:
+            self.pending.extend(message["frames"])
+            return
+        await self._deliver(message["frames"])
+
+    async def execution_status(self, message: dict[str, Any]) -> None:
+        await self.send_json({**message, "type": "status"})
+
+    async def _deliver(self, frames: list[dict[str, Any]]) -> None:
+        for frame in sorted(frames, key=lambda f: f["position"]):
+            position = frame["position"]
+            if position <= self.last_sent:
+                continue
+            if position > self.last_sent + 1:
+                missing = await database_sync_to_async(timeline.frames_between)(
+                    self.execution_pk, self.last_sent, position
+                )
+                for earlier in missing:
+                    await self._send_frame(earlier)
+            await self._send_frame(frame)
+
+    async def _send_frame(self, frame: dict[str, Any]) -> None:
+        await self.send_json({"type": "event", **frame})
+        self.last_sent = frame["position"]
+
+
+class ThreadListConsumer(AuthenticatedJsonConsumer):
+    async def opened(self) -> None:
+        await self.channel_layer.group_add(THREADS_GROUP, self.channel_name)
+        self.joined = True
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "joined", False):
+            await self.channel_layer.group_discard(THREADS_GROUP, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        threads = content.get("threads") if isinstance(content, dict) and content.get("type") == "subscribe" else None
+        if not isinstance(threads, list) or not all(isinstance(pk, int) and not isinstance(pk, bool) for pk in threads):
+            await self.fail("bad_request", 'Expected {"type": "subscribe", "threads": [<thread pk>, ...]}.')
+            return
+        for message in await database_sync_to_async(timeline.thread_status_messages)(threads[:500]):
+            await self.send_json(message)
+        await self.send_json({"type": "ready"})
+
+    async def thread_status(self, message: dict[str, Any]) -> None:
+        await self.send_json(message)

@@ -1,0 +1,238 @@
+"""Read side of the dashboard: timeline frames, run lanes, status snapshots and thread listings.
+
+The websocket consumer and the pages read through here, so a replayed frame is exactly the frame that was
+published live (publishing builds its frames with `frame_of`), and views stay free of query logic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.utils import timezone
+
+from runs.models import (
+    Checkpoint,
+    DeferredRequest,
+    DeferredStatus,
+    Execution,
+    ExecutionStatus,
+    Run,
+    Thread,
+    TimelineEvent,
+)
+
+REPLAY_PAGE_SIZE = 500
+IDLE = "idle"
+THREAD_STATUSES = (IDLE, *ExecutionStatus.values)
+
+_FRAME_FIELDS = ("position", "run_id", "run__run_id", "subagent_run_id", "event")
+
+
+def frame_of(event: TimelineEvent) -> dict[str, Any]:
+    """The websocket frame of one stored event (schema.md: position, run_id, run, subagent_run_id, event)."""
+    return {
+        "position": event.position,
+        "run_id": event.run.run_id or "",
+        "run": event.run.pk,
+        "subagent_run_id": event.subagent_run_id,
+        "event": event.event,
+    }
+
+
+def _frame_from_row(row: dict[str, Any]) -> dict[str, Any]:
+    # `run_id` of a values() row is the Run FK; the harness run id comes through the join.
+    return {
+        "position": row["position"],
+        "run_id": row["run__run_id"] or "",
+        "run": row["run_id"],
+        "subagent_run_id": row["subagent_run_id"],
+        "event": row["event"],
+    }
+
+
+def frames_after(execution_pk: int, after: int, limit: int = REPLAY_PAGE_SIZE) -> list[dict[str, Any]]:
+    """One page of frames with position > after, in position order (served by the (execution, position) index)."""
+    rows = (
+        TimelineEvent.objects.filter(execution_id=execution_pk, position__gt=after)
+        .order_by("position")
+        .values(*_FRAME_FIELDS)[:limit]
+    )
+    return [_frame_from_row(row) for row in rows]
+
+
+def frames_between(execution_pk: int, after: int, before: int) -> list[dict[str, Any]]:
+    """Frames strictly between two positions: what a live subscriber missed when a published message was lost."""
+    rows = (
+        TimelineEvent.objects.filter(execution_id=execution_pk, position__gt=after, position__lt=before)
+        .order_by("position")
+        .values(*_FRAME_FIELDS)
+    )
+    return [_frame_from_row(row) for row in rows]
+
+
+def last_position(execution_pk: int) -> int:
+    last = TimelineEvent.objects.filter(execution_id=execution_pk).order_by("-position").values("position").first()
+    return last["position"] if last else 0
+
+
+def execution_exists(execution_pk: int) -> bool:
+    return Execution.objects.filter(pk=execution_pk).exists()
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def run_summary(run: Run) -> dict[str, Any]:
+    return {
+        "pk": run.pk,
+        "run_id": run.run_id or "",
+        "number": run.number,
+        "reason": run.reason,
+        "status": run.status,
+        "started_at": _iso(run.started_at),
+        "finished_at": _iso(run.finished_at),
+    }
+
+
+def execution_status_message(execution: Execution) -> dict[str, Any]:
+    """The `execution.status` group message (schema.md), also sent to each new subscriber as its first frame."""
+    return {
+        "type": "execution.status",
+        "execution": execution.pk,
+        "status": execution.status,
+        "runs": [run_summary(run) for run in execution.runs.order_by("number")],
+    }
+
+
+def execution_status_snapshot(execution_pk: int) -> dict[str, Any]:
+    return execution_status_message(Execution.objects.get(pk=execution_pk))
+
+
+def thread_status_messages(thread_pks: Iterable[int]) -> list[dict[str, Any]]:
+    """The current `thread.status` of each listed thread: what a list page's socket sends before going live."""
+    threads = Thread.objects.filter(pk__in=list(thread_pks)).annotate(**_latest_execution_annotations())
+    return [
+        {
+            "type": "thread.status",
+            "thread": thread.pk,
+            "execution": thread.latest_execution_pk,
+            "status": thread.latest_status or IDLE,
+        }
+        for thread in threads
+    ]
+
+
+def _latest_execution_annotations() -> dict[str, Subquery]:
+    latest = Execution.objects.filter(thread=OuterRef("pk")).order_by("-number")
+    return {
+        "latest_status": Subquery(latest.values("status")[:1]),
+        "latest_execution_pk": Subquery(latest.values("pk")[:1]),
+        "latest_activity": Subquery(latest.values("created_at")[:1]),
+    }
+
+
+def threads_overview(*, search: str = "", status: str = "") -> QuerySet[Thread]:
+    """Threads, newest activity first, with their latest execution's status; filtered by text and status."""
+    threads = (
+        Thread.objects.select_related("profile")
+        .annotate(**_latest_execution_annotations(), execution_count=Count("executions", distinct=True))
+        .order_by("-updated_at", "-pk")
+    )
+    if search:
+        threads = threads.filter(
+            Q(title__icontains=search)
+            | Q(thread_id__icontains=search)
+            | Q(executions__input__icontains=search)
+            | Q(profile__name__icontains=search)
+        ).distinct()
+    if status == IDLE:
+        threads = threads.filter(latest_status__isnull=True)
+    elif status:
+        threads = threads.filter(latest_status=status)
+    return threads
+
+
+def fork_ancestry(thread: Thread) -> list[tuple[Thread, Checkpoint]]:
+    """The chain of forks that led to this thread, oldest first: (source thread, checkpoint forked from)."""
+    chain: list[tuple[Thread, Checkpoint]] = []
+    seen = {thread.pk}
+    origin = thread.forked_from
+    while origin is not None:
+        source = origin.thread
+        chain.append((source, origin))
+        if source.pk in seen:  # a corrupt cycle must not hang the page
+            break
+        seen.add(source.pk)
+        origin = source.forked_from
+    chain.reverse()
+    return chain
+
+
+def forks_of(thread: Thread) -> QuerySet[Thread]:
+    return Thread.objects.filter(forked_from__thread=thread).select_related("forked_from").order_by("created_at")
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One harness run of an execution as the timeline shows it."""
+
+    run: Run
+    duration: timedelta | None
+    event_count: int
+    child_run_ids: tuple[str, ...]
+
+    def summary(self) -> dict[str, Any]:
+        return run_summary(self.run) | {"event_count": self.event_count}
+
+
+def run_duration(run: Run, now: datetime | None = None) -> timedelta | None:
+    if run.started_at is None:
+        return None
+    return (run.finished_at or now or timezone.now()) - run.started_at
+
+
+def lanes_of(execution: Execution) -> list[Lane]:
+    runs = list(execution.runs.order_by("number"))
+    counts = dict(
+        TimelineEvent.objects.filter(execution=execution).values_list("run").annotate(count=Count("pk")).order_by()
+    )
+    children: dict[int, list[str]] = {}
+    for run_pk, child in (
+        TimelineEvent.objects.filter(execution=execution)
+        .exclude(subagent_run_id="")
+        .values_list("run", "subagent_run_id")
+        .distinct()
+        .order_by()
+    ):
+        children.setdefault(run_pk, []).append(child)
+    now = timezone.now()
+    return [
+        Lane(
+            run=run,
+            duration=run_duration(run, now),
+            event_count=counts.get(run.pk, 0),
+            child_run_ids=tuple(sorted(children.get(run.pk, ()))),
+        )
+        for run in runs
+    ]
+
+
+def pending_requests(execution: Execution) -> QuerySet[DeferredRequest]:
+    return execution.deferred_requests.filter(status=DeferredStatus.PENDING).select_related("run").order_by("id")
+
+
+def run_events(run: Run) -> QuerySet[TimelineEvent]:
+    return run.timeline.order_by("position").only(
+        "position", "event_type", "subagent_run_id", "occurred_at", "execution_id", "run_id"
+    )
+
+
+def timeline_event(execution_pk: int, position: int) -> TimelineEvent:
+    return TimelineEvent.objects.select_related("run", "execution__thread", "journal_entry").get(
+        execution_id=execution_pk, position=position
+    )

@@ -1,0 +1,226 @@
+"""The execution websocket: replay from the database, `ready`, then live frames with no gap and no duplicate."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import AnonymousUser
+
+from observers.consumers import execution_group
+from observers.routing import websocket_urlpatterns
+from runs.services import timeline
+from tests.web import seed
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def in_memory_layer(settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+def as_user(user):
+    router = URLRouter(websocket_urlpatterns)
+
+    async def app(scope, receive, send):
+        return await router({**scope, "user": user}, receive, send)
+
+    return app
+
+
+def commit_and_publish(run, chunks):
+    """What the worker does: commit timeline rows, then publish them to the execution's group."""
+    rows = seed.append_events(run, [seed.TextMessageContentEvent(message_id="m1", delta=c) for c in chunks])
+    frames = [timeline.frame_of(row) for row in rows]
+    async_to_sync(get_channel_layer().group_send)(
+        execution_group(run.execution_id), {"type": "timeline.append", "frames": frames}
+    )
+    return frames
+
+
+async def receive_until(communicator, predicate, limit=5000):
+    received = []
+    for _ in range(limit):
+        message = await communicator.receive_json_from(timeout=5)
+        received.append(message)
+        if predicate(message):
+            return received
+    raise AssertionError("predicate never matched")
+
+
+@pytest.fixture
+def seeded_run(django_user_model):
+    user = django_user_model.objects.create_user("viewer", password="pw-viewer-1")
+    execution = seed.make_execution()
+    run = seed.make_run(execution)
+    seed.append_events(run, seed.text_run_events(run, [f"chunk {i} " for i in range(1097)], finish=False))
+    return user, run
+
+
+async def connect(user, execution_pk):
+    communicator = WebsocketCommunicator(as_user(user), f"/ws/executions/{execution_pk}/")
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+async def test_events_committed_during_replay_are_delivered_exactly_once(seeded_run, monkeypatch):
+    user, run = seeded_run
+    stored = await sync_to_async(timeline.last_position)(run.execution_id)
+    assert stored == 1100  # RUN_STARTED, TEXT_MESSAGE_START, 1097 deltas, TEXT_MESSAGE_END
+    real_page = timeline.frames_after
+    calls = []
+
+    def interleaving_page(execution_pk, after, limit=timeline.REPLAY_PAGE_SIZE):
+        calls.append(after)
+        page = real_page(execution_pk, after, limit)
+        if len(calls) == 1:
+            # Committed after the first page was read: the replay's later pages must pick these up,
+            # and their live copies must be dropped.
+            commit_and_publish(run, ["during-replay-a", "during-replay-b", "during-replay-c"])
+        elif len(page) < limit:
+            # Committed after the last page was read: only the buffered live copies can deliver these.
+            commit_and_publish(run, ["after-last-page-a", "after-last-page-b"])
+        return page
+
+    monkeypatch.setattr(timeline, "frames_after", interleaving_page)
+    communicator = await connect(user, run.execution_id)
+    await communicator.send_json_to({"type": "subscribe", "after": None, "execution": run.execution_id})
+    received = await receive_until(communicator, lambda m: m["type"] == "ready")
+    assert received[0]["type"] == "status"
+    assert received[0]["runs"][0]["run_id"] == run.run_id
+    ready = received[-1]
+    replayed = [m["position"] for m in received if m["type"] == "event"]
+    assert replayed == list(range(1, 1104))
+    assert ready == {"type": "ready", "position": 1103}
+    assert calls == [0, 500, 1000]
+
+    buffered = await receive_until(communicator, lambda m: m.get("position") == 1105)
+    assert [m["position"] for m in buffered] == [1104, 1105]
+    assert [m["event"]["delta"] for m in buffered] == ["after-last-page-a", "after-last-page-b"]
+
+    # Live after the handoff; a republished old frame is dropped.
+    live = await sync_to_async(commit_and_publish)(run, ["live-a"])
+    await sync_to_async(async_to_sync(get_channel_layer().group_send))(
+        execution_group(run.execution_id), {"type": "timeline.append", "frames": buffered + live}
+    )
+    message = await communicator.receive_json_from(timeout=5)
+    assert message["position"] == 1106
+    assert message["event"]["delta"] == "live-a"
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()
+
+
+async def test_frames_carry_run_and_the_standard_agui_encoding(seeded_run):
+    user, run = seeded_run
+    communicator = await connect(user, run.execution_id)
+    await communicator.send_json_to({"type": "subscribe", "after": 1098})
+    received = await receive_until(communicator, lambda m: m["type"] == "ready")
+    events = [m for m in received if m["type"] == "event"]
+    assert [m["position"] for m in events] == [1099, 1100]
+    assert events[0] == {
+        "type": "event",
+        "position": 1099,
+        "run_id": run.run_id,
+        "run": run.pk,
+        "subagent_run_id": "",
+        "event": {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "chunk 1096 "},
+    }
+    await communicator.disconnect()
+
+
+async def test_a_lost_live_message_is_filled_from_the_database(seeded_run):
+    user, run = seeded_run
+    communicator = await connect(user, run.execution_id)
+    await communicator.send_json_to({"type": "subscribe", "after": 1100})
+    assert (await communicator.receive_json_from())["type"] == "status"
+    assert await communicator.receive_json_from() == {"type": "ready", "position": 1100}
+    # Two commits, but the first one's message never reaches the group (as when a layer drops it).
+    await sync_to_async(seed.append_events)(run, [seed.TextMessageContentEvent(message_id="m1", delta="lost")])
+    await sync_to_async(commit_and_publish)(run, ["published"])
+    first = await communicator.receive_json_from()
+    second = await communicator.receive_json_from()
+    assert [(first["position"], first["event"]["delta"]), (second["position"], second["event"]["delta"])] == [
+        (1101, "lost"),
+        (1102, "published"),
+    ]
+    await communicator.disconnect()
+
+
+async def test_status_messages_are_forwarded(seeded_run):
+    user, run = seeded_run
+    communicator = await connect(user, run.execution_id)
+    await communicator.send_json_to({"type": "subscribe", "after": 1100})
+    await receive_until(communicator, lambda m: m["type"] == "ready")
+    await get_channel_layer().group_send(
+        execution_group(run.execution_id),
+        {"type": "execution.status", "execution": run.execution_id, "status": "completed", "runs": []},
+    )
+    assert await communicator.receive_json_from() == {
+        "type": "status",
+        "execution": run.execution_id,
+        "status": "completed",
+        "runs": [],
+    }
+    await communicator.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("request_", "code"),
+    [
+        ({"type": "subscribe", "after": 5000}, "cursor_beyond_end"),
+        ({"type": "subscribe", "after": -1}, "bad_cursor"),
+        ({"type": "subscribe", "after": "12"}, "bad_cursor"),
+        ({"type": "subscribe", "after": True}, "bad_cursor"),
+        ({"type": "subscribe", "after": 3, "execution": 999999}, "cursor_execution_mismatch"),
+        ({"type": "hello"}, "bad_request"),
+    ],
+)
+async def test_bad_cursors_get_an_error_frame_and_the_socket_closes(seeded_run, request_, code):
+    user, run = seeded_run
+    communicator = await connect(user, run.execution_id)
+    await communicator.send_json_to(request_)
+    error = await communicator.receive_json_from()
+    assert error["type"] == "error"
+    assert error["code"] == code
+    assert error["message"]
+    assert (await communicator.receive_output())["type"] == "websocket.close"
+
+
+async def test_unknown_execution_is_refused(seeded_run):
+    user, _ = seeded_run
+    communicator = await connect(user, 987654)
+    assert (await communicator.receive_json_from())["code"] == "not_found"
+    closed = await communicator.receive_output()
+    assert closed == {"type": "websocket.close", "code": 4404}
+
+
+async def test_unauthenticated_connections_are_closed_with_4401(seeded_run):
+    _, run = seeded_run
+    communicator = WebsocketCommunicator(as_user(AnonymousUser()), f"/ws/executions/{run.execution_id}/")
+    connected, _ = await communicator.connect()
+    assert connected
+    assert await communicator.receive_output() == {"type": "websocket.close", "code": 4401}
+
+
+async def test_thread_list_socket_sends_current_statuses_then_live_ones(seeded_run):
+    user, run = seeded_run
+    communicator = WebsocketCommunicator(as_user(user), "/ws/threads/")
+    assert (await communicator.connect())[0]
+    thread_pk = await sync_to_async(lambda: run.execution.thread_id)()
+    await communicator.send_json_to({"type": "subscribe", "threads": [thread_pk]})
+    assert await communicator.receive_json_from() == {
+        "type": "thread.status",
+        "thread": thread_pk,
+        "execution": run.execution_id,
+        "status": "running",
+    }
+    assert await communicator.receive_json_from() == {"type": "ready"}
+    await get_channel_layer().group_send(
+        "threads", {"type": "thread.status", "thread": thread_pk, "execution": run.execution_id, "status": "waiting"}
+    )
+    assert (await communicator.receive_json_from())["status"] == "waiting"
+    await communicator.disconnect()
