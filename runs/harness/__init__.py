@@ -3,6 +3,12 @@
 Pure library: no Django, Channels or RQ (enforced by import-linter).
 """
 
+from pydantic_ai import DeferredToolResults
+
+from .agent import AgentDefinition, ExecutableAgent
+from .capability_state import AgentContextState
+from .context import AgentContext, RunBindings
+from .deferred import DeferredToolCall, DeferredToolRequests, DeferredToolResume
 from .errors import DefinitionError, HarnessError, RunCleanupError, RunError, StateError
 from .events import (
     AgentStreamEventProtocol,
@@ -12,27 +18,42 @@ from .events import (
     HarnessStreamEvent,
     InlineDelegationPayload,
 )
+from .interrupted import INTERRUPTED_TOOL_RESULT
+from .recovery import ToolRecoveryMode
 from .result import HarnessRunResult, RunUsageSummary, SafeFailure
 from .state import AgentContextStateSnapshot, CapabilityState, EnvironmentState, HarnessState, StoredRef
+from .stream import HarnessRunStream
 
 __all__ = (
+    "INTERRUPTED_TOOL_RESULT",
+    "AgentContext",
+    "AgentContextState",
     "AgentContextStateSnapshot",
+    "AgentDefinition",
     "AgentStreamEventProtocol",
     "CapabilityState",
+    "DeferredToolCall",
+    "DeferredToolRequests",
+    "DeferredToolResults",
+    "DeferredToolResume",
     "DefinitionError",
     "EnvironmentState",
+    "ExecutableAgent",
     "HarnessError",
     "HarnessEvent",
     "HarnessExtensionEvent",
     "HarnessRunResult",
     "HarnessRunResultEvent",
+    "HarnessRunStream",
     "HarnessState",
     "HarnessStreamEvent",
     "InlineDelegationPayload",
+    "RunBindings",
     "RunCleanupError",
     "RunError",
     "RunUsageSummary",
     "SafeFailure",
     "StateError",
     "StoredRef",
+    "ToolRecoveryMode",
 )

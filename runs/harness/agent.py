@@ -1,0 +1,133 @@
+"""Agent definitions and the executable that runs them as Harness runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic_ai import Agent, DeferredToolRequests, Tool, UsageLimits, UserContent
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.models import Model
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.toolsets import AbstractToolset
+
+from .context import AgentContext, RunBindings
+from .errors import RunError
+from .events import HarnessRunResultEvent
+from .recovery import ToolRecoveryMode
+from .state import HarnessState
+from .stream import HarnessRunStream
+
+if TYPE_CHECKING:
+    from .deferred import DeferredToolResume
+    from .result import HarnessRunResult
+
+__all__ = ("AgentDefinition", "ExecutableAgent")
+
+OutputT = TypeVar("OutputT")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentDefinition(Generic[OutputT]):
+    """What an agent is: model, prompts, output type, tools and pydantic-ai capabilities.
+
+    `model` may be a `Model` or any pydantic-ai model string (`"openai:gpt-4o"`, ...); it is resolved when a
+    run needs it, so a definition can name a provider whose package or key only the worker has.
+    """
+
+    name: str = "agent"
+    model: Model | str | None = None
+    instructions: str | Sequence[str] | None = None
+    system_prompt: str | None = None
+    output_type: Any = str
+    tools: Sequence[Tool[AgentContext] | Any] = ()
+    toolsets: Sequence[AbstractToolset[AgentContext]] = ()
+    capabilities: Sequence[AbstractCapability[AgentContext]] = ()
+    model_settings: ModelSettings | None = None
+    retries: int = 1
+
+    def build(self) -> ExecutableAgent[OutputT]:
+        return ExecutableAgent(self)
+
+
+@dataclass(eq=False)
+class ExecutableAgent(Generic[OutputT]):
+    """An agent definition ready to run; every run or stream is an independent Harness run."""
+
+    definition: AgentDefinition[OutputT]
+    agent: Agent[AgentContext, Any] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        definition = self.definition
+        self.agent = Agent(
+            definition.model,
+            output_type=_with_deferred(definition.output_type),
+            instructions=definition.instructions,
+            system_prompt=definition.system_prompt or (),
+            deps_type=AgentContext,
+            name=definition.name,
+            model_settings=definition.model_settings,
+            retries=definition.retries,
+            tools=definition.tools,
+            toolsets=definition.toolsets,
+            capabilities=definition.capabilities,
+            defer_model_check=True,
+        )
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    def stream(
+        self,
+        input: str | Sequence[UserContent] | None = None,
+        *,
+        bindings: RunBindings | None = None,
+        previous_state: HarnessState | None = None,
+        tool_recovery: ToolRecoveryMode = "declared",
+        deferred_resume: DeferredToolResume | None = None,
+        usage_limits: UsageLimits | None = None,
+    ) -> HarnessRunStream[OutputT]:
+        """A lazy run: nothing happens until `async with` enters it."""
+        return HarnessRunStream(
+            self,
+            input,
+            bindings=bindings,
+            previous_state=previous_state,
+            tool_recovery=tool_recovery,
+            deferred_resume=deferred_resume,
+            usage_limits=usage_limits,
+        )
+
+    async def run(
+        self,
+        input: str | Sequence[UserContent] | None = None,
+        *,
+        bindings: RunBindings | None = None,
+        previous_state: HarnessState | None = None,
+        tool_recovery: ToolRecoveryMode = "declared",
+        deferred_resume: DeferredToolResume | None = None,
+        usage_limits: UsageLimits | None = None,
+    ) -> HarnessRunResult[OutputT]:
+        """Run to the end and return the result carried by the terminal stream item."""
+        stream = self.stream(
+            input,
+            bindings=bindings,
+            previous_state=previous_state,
+            tool_recovery=tool_recovery,
+            deferred_resume=deferred_resume,
+            usage_limits=usage_limits,
+        )
+        async with stream:
+            async for item in stream:
+                if isinstance(item, HarnessRunResultEvent):
+                    return item.result
+        raise RunError("the run ended without a result", code="run_result_missing")
+
+
+def _with_deferred(output_type: Any) -> list[Any]:
+    # Deferred requests are always a possible output; whether a run may suspend on them is decided per run
+    # by its bindings, so one built agent serves root runs and inline children alike.
+    types = list(output_type) if isinstance(output_type, list | tuple) else [output_type]
+    return types if DeferredToolRequests in types else [*types, DeferredToolRequests]
