@@ -389,3 +389,23 @@ class Decision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.verdict}: {self.request}"
+
+
+class ToolDispatch(models.Model):
+    """A tool call the worker let through to execution: the Host's ledger of possible side effects.
+
+    Written (and committed) just before the tool runs, so a call whose worker died afterwards still counts.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_dispatches")
+    tool_call_id = models.CharField(max_length=200)
+    tool_name = models.CharField(max_length=200)
+    recovery_retryable = models.BooleanField(default=False)
+    args = models.JSONField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} ({self.tool_call_id})"

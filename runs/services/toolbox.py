@@ -1,0 +1,39 @@
+"""The host tool registry: the tools an agent profile may enable, by name.
+
+Profiles store tool names (`AgentProfile.enabled_tools`); a run resolves them here into native pydantic-ai
+`Tool`s. The registry holds the offline demo tools of `runs.harness.demo`; recovery-retryable ones carry the
+harness metadata already, so the Host needs no list of its own.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from pydantic_ai import Tool
+
+__all__ = ("get_tool", "resolve", "tool_names")
+
+
+@cache
+def _registry() -> dict[str, Tool[Any]]:
+    from runs.harness.demo import demo_tools
+
+    return dict(demo_tools())
+
+
+def tool_names() -> list[str]:
+    return sorted(_registry())
+
+
+def get_tool(name: str) -> Tool[Any] | None:
+    return _registry().get(name)
+
+
+def resolve(names: list[str]) -> list[Tool[Any]]:
+    """The tools of a profile; an unknown name is an error, not a silently smaller agent."""
+    registry = _registry()
+    unknown = [name for name in names if name not in registry]
+    if unknown:
+        raise LookupError(f"the profile enables tools this Host does not have: {', '.join(unknown)}")
+    return [registry[name] for name in names]
