@@ -51,7 +51,7 @@ def _checked(original: BaseEvent, result: object) -> BaseEvent:
         raise AguiObservationError(f"the processor returned {type(result).__name__}, not an AG-UI event")
     try:
         # A JSON round trip both validates strictly and detaches the result from anything the processor keeps.
-        checked: BaseEvent = _EVENT.validate_json(result.model_dump_json(by_alias=True), strict=True)
+        checked: BaseEvent = _EVENT.validate_json(result.model_dump_json(by_alias=True, warnings="error"), strict=True)
     except (ValidationError, pydantic_core.PydanticSerializationError) as exc:
         raise AguiObservationError(f"the processor returned an invalid {original.type.value} event: {exc}") from exc
     if checked.type != original.type:
