@@ -1,0 +1,79 @@
+"""Checkpoint boundaries inside a running stream.
+
+The stream's producer may run ahead of its consumer (the stream buffers items), so an `export_state()` taken
+when the Host *sees* an item is not the state at that item. This capability stops the producer right before
+each model request and before each tool execution, emits a `checkpoint_boundary` state fact into the stream
+and waits until the Host consumer has journaled everything up to that fact and stored the checkpoint. A tool
+therefore never runs before the checkpoint holding its call is durable — which is what lets a recovery run
+give an unmarked call an unknown result instead of asking the model again and repeating the effect.
+It also records each tool dispatch in the Host's ledger just before the tool runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic_ai import RunContext, ToolCallPart, ToolDefinition
+from pydantic_ai.capabilities import AbstractCapability
+
+from runs.harness.events import HarnessEvent, HarnessExtensionEvent, HarnessStreamEvent
+from runs.harness.tools import is_recovery_retryable
+
+__all__ = ("BOUNDARY_TYPE", "CheckpointBoundaries", "boundary_of")
+
+BOUNDARY_TYPE = "checkpoint_boundary"
+
+Boundary = Literal["model_request", "tool_execution"]
+DispatchRecorder = Callable[[ToolCallPart, ToolDefinition, bool], Awaitable[None]]
+
+
+def boundary_of(item: HarnessStreamEvent[Any], root_run_id: str) -> Boundary | None:
+    """The boundary an item of the root run announces, if it is a boundary fact."""
+    if not isinstance(item, HarnessEvent) or item.run_id != root_run_id:
+        return None
+    event = item.event
+    if isinstance(event, HarnessExtensionEvent) and event.kind == "state" and event.payload_type == BOUNDARY_TYPE:
+        assert isinstance(event.payload, dict)
+        boundary = event.payload.get("boundary")
+        return boundary if boundary in ("model_request", "tool_execution") else None
+    return None
+
+
+@dataclass
+class CheckpointBoundaries(AbstractCapability[Any]):
+    """Gates the root run at its boundaries until the Host releases them, in order."""
+
+    record_dispatch: DispatchRecorder
+    root_run_id: str = ""
+    _waiting: asyncio.Queue[asyncio.Event] = field(default_factory=asyncio.Queue, repr=False)
+
+    def bind(self, root_run_id: str) -> None:
+        self.root_run_id = root_run_id
+
+    def release(self) -> None:
+        """Let the producer go on past the oldest boundary the Host has handled."""
+        self._waiting.get_nowait().set()
+
+    async def _gate(self, ctx: RunContext[Any], boundary: Boundary) -> bool:
+        if ctx.deps.run_id != self.root_run_id:
+            # Inline children are checkpointed inside their parent's state, not on their own.
+            return False
+        released = asyncio.Event()
+        self._waiting.put_nowait(released)
+        await ctx.deps.emit(HarnessExtensionEvent(kind="state", payload={"type": BOUNDARY_TYPE, "boundary": boundary}))
+        await released.wait()
+        return True
+
+    async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
+        await self._gate(ctx, "model_request")
+        return request_context
+
+    async def before_tool_execute(
+        self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any
+    ) -> Any:
+        if await self._gate(ctx, "tool_execution"):
+            await self.record_dispatch(call, tool_def, is_recovery_retryable(tool_def))
+        return args

@@ -1,0 +1,208 @@
+"""The versioned codec of journal items: `HarnessStreamEvent` values to stored text and back.
+
+Native pydantic-ai events go through pydantic-ai's own `AgentStreamEvent` union (a TypeAdapter), harness
+extension events and result parts through their pydantic models, so nothing is hand-encoded. Every stored row
+records the codec version it was written with; rows of an older version are upgraded on read.
+
+Version history:
+1. flat layout ``{"item": "event"|"extension"|"result", "thread_id", "run_id", "sequence", "occurred_at",
+   "data"}`` with extension events stored without their ``schema_version``.
+2. (current) the identity fields plus a ``body`` discriminated by ``source``; extension events stored whole.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import pydantic_core
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
+from pydantic_ai import AgentStreamEvent
+
+from runs.harness.deferred import DeferredToolRequests, DeferredToolResume
+from runs.harness.events import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, HarnessStreamEvent
+from runs.harness.result import HarnessRunResult, RunStatus, RunUsageSummary, SafeFailure, SuspendReason
+from runs.harness.state import HarnessState
+
+__all__ = (
+    "CODEC_VERSION",
+    "CodecError",
+    "EncodedItem",
+    "decode_item",
+    "decode_resume",
+    "encode_item",
+    "encode_resume",
+)
+
+CODEC_VERSION = 2
+
+
+class CodecError(ValueError):
+    """A journal item that cannot be encoded or decoded; the message says which and why."""
+
+
+class _NativeBody(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    source: Literal["native"] = "native"
+    event: AgentStreamEvent
+
+
+class _ExtensionBody(BaseModel):
+    source: Literal["extension"] = "extension"
+    event: HarnessExtensionEvent
+
+
+class _ResultBody(BaseModel):
+    """A `HarnessRunResult`; the output is kept as the JSON the result itself renders (`output_json()`)."""
+
+    source: Literal["result"] = "result"
+    status: RunStatus
+    output: JsonValue = None
+    state: HarnessState | None = None
+    failure: SafeFailure | None = None
+    suspend_reason: SuspendReason | None = None
+    deferred: DeferredToolRequests | None = None
+    usage: RunUsageSummary = Field(default_factory=RunUsageSummary)
+
+
+class _StoredItem(BaseModel):
+    thread_id: str
+    run_id: str
+    sequence: int
+    occurred_at: datetime
+    body: Annotated[_NativeBody | _ExtensionBody | _ResultBody, Field(discriminator="source")]
+
+
+_STORED_ITEM = TypeAdapter(_StoredItem)
+_RESUME = TypeAdapter(DeferredToolResume)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedItem:
+    """What the journal stores for one item."""
+
+    source_run_id: str
+    source_sequence: int
+    occurred_at: datetime
+    kind: str
+    payload: str
+    codec_version: int = CODEC_VERSION
+
+
+def item_kind(item: HarnessStreamEvent[Any]) -> str:
+    """A short, queryable label: ``part_start``, ``harness.lifecycle.run_started``, ``result.completed``."""
+    if isinstance(item, HarnessRunResultEvent):
+        return f"result.{item.result.status}"
+    event = item.event
+    if isinstance(event, HarnessExtensionEvent):
+        suffix = f".{event.payload_type}" if event.payload_type else ""
+        return f"harness.{event.kind}{suffix}"[:64]
+    return str(getattr(event, "event_kind", type(event).__name__))[:64]
+
+
+def encode_item(item: HarnessStreamEvent[Any]) -> EncodedItem:
+    """Encode one stream item with the current codec version."""
+    if isinstance(item, HarnessRunResultEvent):
+        result = item.result
+        body: _NativeBody | _ExtensionBody | _ResultBody = _ResultBody(
+            status=result.status,
+            output=json.loads(result.output_json()),
+            state=result.state,
+            failure=result.failure,
+            suspend_reason=result.suspend_reason,
+            deferred=result.deferred,
+            usage=result.usage,
+        )
+    elif isinstance(item, HarnessEvent):
+        if isinstance(item.event, HarnessExtensionEvent):
+            body = _ExtensionBody(event=item.event)
+        else:
+            try:
+                body = _NativeBody(event=item.event)
+            except ValidationError as exc:
+                raise CodecError(
+                    f"journal cannot encode a {type(item.event).__name__} event of run {item.run_id} "
+                    f"(sequence {item.sequence}): it is not a pydantic-ai stream event"
+                ) from exc
+    else:
+        raise TypeError(f"expected a HarnessStreamEvent, got {type(item).__name__}")
+    stored = _StoredItem(
+        thread_id=item.thread_id,
+        run_id=item.run_id,
+        sequence=item.sequence,
+        occurred_at=item.occurred_at,
+        body=body,
+    )
+    try:
+        payload = _STORED_ITEM.dump_json(stored).decode()
+    except pydantic_core.PydanticSerializationError as exc:
+        raise CodecError(f"journal cannot encode item {item.sequence} of run {item.run_id}: {exc}") from exc
+    return EncodedItem(
+        source_run_id=item.run_id,
+        source_sequence=item.sequence,
+        occurred_at=item.occurred_at,
+        kind=item_kind(item),
+        payload=payload,
+    )
+
+
+def _upgrade_v1(raw: dict[str, Any]) -> dict[str, Any]:
+    item = raw.pop("item", None)
+    data = raw.pop("data", None)
+    if item == "event":
+        raw["body"] = {"source": "native", "event": data}
+    elif item == "extension":
+        raw["body"] = {"source": "extension", "event": {"schema_version": "1", **(data or {})}}
+    elif item == "result":
+        raw["body"] = {"source": "result", **(data or {})}
+    else:
+        raise ValueError(f"unknown version-1 item type {item!r}")
+    return raw
+
+
+_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _upgrade_v1}
+
+
+def decode_item(payload: str, codec_version: int) -> HarnessStreamEvent[Any]:
+    """Decode a stored item of any known codec version into the value the stream once yielded."""
+    if codec_version > CODEC_VERSION or codec_version < 1:
+        raise CodecError(f"journal item has codec version {codec_version}; this Host reads 1..{CODEC_VERSION}")
+    try:
+        raw = json.loads(payload)
+        for version in range(codec_version, CODEC_VERSION):
+            raw = _UPGRADES[version](raw)
+        stored = _STORED_ITEM.validate_python(raw)
+    except (ValueError, TypeError, ValidationError) as exc:
+        raise CodecError(f"undecodable journal item (codec version {codec_version}): {exc}") from exc
+    body = stored.body
+    if isinstance(body, _ResultBody):
+        result: HarnessRunResult[Any] = HarnessRunResult(
+            thread_id=stored.thread_id,
+            run_id=stored.run_id,
+            status=body.status,
+            output=body.output,
+            state=body.state,
+            failure=body.failure,
+            suspend_reason=body.suspend_reason,
+            deferred=body.deferred,
+            usage=body.usage,
+        )
+        return HarnessRunResultEvent(stored.thread_id, stored.run_id, stored.sequence, stored.occurred_at, result)
+    return HarnessEvent(stored.thread_id, stored.run_id, stored.sequence, stored.occurred_at, body.event)
+
+
+def encode_resume(resume: DeferredToolResume) -> JsonValue:
+    """A `DeferredToolResume` as JSON for a Run's `deferred_resume` or a checkpoint's pending input."""
+    return _RESUME.dump_python(resume, mode="json")
+
+
+def decode_resume(value: JsonValue, *, recovery: bool | None = None) -> DeferredToolResume:
+    """Decode a stored resume; `recovery` overrides the stored flag (a retained batch resumes with True)."""
+    resume = _RESUME.validate_python(value)
+    if recovery is not None and resume.recovery != recovery:
+        resume = DeferredToolResume(resume.requests, resume.results, recovery=recovery)
+    return resume

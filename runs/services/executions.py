@@ -1,0 +1,155 @@
+"""Starting, resuming and cancelling executions; each new Run is enqueued on RQ after the commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_rq
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from runs.harness.deferred import DeferredToolResume
+from runs.harness.state import HarnessState, new_thread_id
+from runs.models import (
+    ACTIVE_EXECUTION_STATUSES,
+    AgentProfile,
+    CheckpointKind,
+    Execution,
+    ExecutionStatus,
+    ExecutionTrigger,
+    HostPolicy,
+    HostPolicyVersion,
+    Run,
+    RunReason,
+    Thread,
+)
+
+from . import checkpoints
+from .agents import profile_snapshot
+from .codec import encode_resume
+from .policy import publish_policy_version
+from .publishing import publish_execution_status
+
+__all__ = (
+    "ExecutionBusy",
+    "cancel_execution",
+    "create_thread",
+    "current_policy_version",
+    "enqueue_run",
+    "new_run",
+    "resume_execution",
+    "start_execution",
+)
+
+DEFAULT_POLICY = "default"
+
+
+class ExecutionBusy(RuntimeError):
+    """The thread already has an active execution (queued, running, waiting or recovering)."""
+
+
+def current_policy_version() -> HostPolicyVersion:
+    """The default policy's current version, created with safe defaults on first use."""
+    policy, _ = HostPolicy.objects.get_or_create(name=DEFAULT_POLICY)
+    if policy.current_version is None:
+        return publish_policy_version(policy, created_by=None, comment="initial defaults")
+    return policy.current_version
+
+
+def create_thread(profile: AgentProfile, *, title: str = "", thread_id: str | None = None) -> Thread:
+    """A new Thread whose selected checkpoint is an empty initial state."""
+    with transaction.atomic():
+        thread = Thread.objects.create(thread_id=thread_id or new_thread_id(), title=title, profile=profile)
+        initial = checkpoints.create(thread, HarnessState.new(thread_id=thread.thread_id), kind=CheckpointKind.INITIAL)
+        thread.selected_checkpoint = initial
+        thread.save(update_fields=["selected_checkpoint"])
+    return thread
+
+
+def enqueue_run(run: Run) -> None:
+    """Queue the run's job (django-rq sends it only once the surrounding transaction commits)."""
+    django_rq.get_queue("default").enqueue("runs.jobs.execute_run", run.pk, job_id=job_id(run.pk))
+
+
+def job_id(run_pk: int) -> str:
+    return f"harness-run-{run_pk}"
+
+
+def new_run(
+    execution: Execution,
+    *,
+    reason: RunReason,
+    previous: Run | None = None,
+    attempt: int = 1,
+    start_checkpoint: Any = None,
+    deferred_resume: DeferredToolResume | None = None,
+) -> Run:
+    """Inside a transaction: the execution's next Run, frozen to its policy version and profile, enqueued."""
+    number = (execution.runs.aggregate(last=Max("number"))["last"] or 0) + 1
+    policy_version = execution.policy_version
+    run = Run.objects.create(
+        execution=execution,
+        number=number,
+        reason=reason,
+        previous_run=previous,
+        attempt=attempt,
+        tool_recovery=policy_version.tool_recovery,
+        policy_version=policy_version,
+        profile_snapshot=profile_snapshot(execution.thread.profile),
+        start_checkpoint=start_checkpoint,
+        deferred_resume=None if deferred_resume is None else encode_resume(deferred_resume),
+    )
+    enqueue_run(run)
+    return run
+
+
+def start_execution(
+    thread: Thread, input: str, *, user: Any = None, trigger: ExecutionTrigger = ExecutionTrigger.MANUAL
+) -> Execution:
+    """Create an Execution and its first Run on the thread's selected checkpoint, and enqueue it."""
+    try:
+        with transaction.atomic():
+            thread = Thread.objects.select_for_update().get(pk=thread.pk)
+            number = (thread.executions.aggregate(last=Max("number"))["last"] or 0) + 1
+            execution = Execution.objects.create(
+                thread=thread,
+                number=number,
+                input=input,
+                trigger=trigger,
+                policy_version=current_policy_version(),
+                created_by=user if getattr(user, "is_authenticated", False) else None,
+            )
+            new_run(execution, reason=RunReason.INITIAL, start_checkpoint=thread.selected_checkpoint)
+            publish_execution_status(execution.pk)
+    except IntegrityError as exc:
+        if thread.executions.filter(status__in=ACTIVE_EXECUTION_STATUSES).exists():
+            raise ExecutionBusy(f"thread {thread.thread_id} already has an active execution") from exc
+        raise
+    return execution
+
+
+def resume_execution(execution: Execution, resume: DeferredToolResume) -> Run:
+    """Inside the caller's transaction: a resume Run of a waiting execution with the accepted answers."""
+    suspended = execution.runs.order_by("-number").first()
+    execution.status = ExecutionStatus.QUEUED
+    execution.save(update_fields=["status"])
+    run = new_run(
+        execution,
+        reason=RunReason.RESUME,
+        previous=suspended,
+        start_checkpoint=execution.thread.selected_checkpoint,
+        deferred_resume=resume,
+    )
+    publish_execution_status(execution.pk)
+    return run
+
+
+def cancel_execution(execution: Execution) -> None:
+    """Ask for cancellation: the worker cancels the stream at its next heartbeat; a waiting one ends now."""
+    with transaction.atomic():
+        Execution.objects.filter(pk=execution.pk).update(cancel_requested=True)
+        Execution.objects.filter(pk=execution.pk, status=ExecutionStatus.WAITING).update(
+            status=ExecutionStatus.CANCELLED, finished_at=timezone.now()
+        )
+        publish_execution_status(execution.pk)
