@@ -172,17 +172,19 @@ class _SurfaceToolset(WrapperToolset[AgentDepsT]):
 class ToolRecoveryCapability(AbstractCapability[AgentDepsT]):
     """Applies a `ToolRecoveryPlan` inside the run.
 
-    At the first tool step it captures pydantic-ai's per-call result map, and when that step prepares its
-    tool surface it checks the deferred batch against it and turns every pending call whose tool is absent
-    (or, in `"declared"` mode, undeclared) into the unknown result. Calls that stay pending are replays: if
-    their tool now needs approval or runs externally they suspend again. Before the next model request
-    nothing is pending any more, so calls the model makes afterwards are ordinary. `definitions` holds the
-    latest prepared surface, which gives suspended requests their tool identities.
+    It captures pydantic-ai's per-call result map of the resumed tool step and, once the run has prepared
+    its tool surface, checks the deferred batch against that surface and turns every pending call whose tool
+    is absent (or, in `"declared"` mode, undeclared) into the unknown result, before the step processes it.
+    Calls that stay pending are replays: if their tool now needs approval or runs externally they suspend
+    again. Before the next model request nothing is pending any more, so calls the model makes afterwards
+    are ordinary. `definitions` holds the latest prepared surface, which gives suspended requests their tool
+    identities.
     """
 
     plan: ToolRecoveryPlan
     definitions: dict[str, ToolDefinition] = field(default_factory=dict[str, ToolDefinition])
     _awaiting_surface: bool = field(default=False, init=False, repr=False)
+    _surface_seen: bool = field(default=False, init=False, repr=False)
     _results: dict[str, Any] | None = field(default=None, init=False, repr=False)
     _replaying: set[str] = field(default_factory=set[str], init=False, repr=False)
 
@@ -197,22 +199,30 @@ class ToolRecoveryCapability(AbstractCapability[AgentDepsT]):
     def get_wrapper_toolset(self, toolset: AbstractToolset[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
         return _SurfaceToolset(toolset, on_prepared=self._surface_prepared)
 
-    async def before_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any) -> Any:
-        if self._awaiting_surface and isinstance(node, CallToolsNode) and node.tool_call_results is not None:
-            # The same dict is read when the step's tool calls are processed, after its surface is prepared.
-            self._results = node.tool_call_results
-        return node
+    async def after_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any, result: Any) -> Any:
+        # The resumed tool step is the node the first step hands over; it is captured here because a driver
+        # that streams nodes itself runs them before their own node hooks fire.
+        if self._awaiting_surface and isinstance(result, CallToolsNode) and result.tool_call_results is not None:
+            self._results = result.tool_call_results
+            if self._surface_seen:
+                self._resolve()
+        return result
 
     def _surface_prepared(self, definitions: dict[str, ToolDefinition]) -> None:
         self.definitions = deepcopy(definitions)
-        if self._results is None:
-            return
+        self._surface_seen = True
+        if self._results is not None:
+            self._resolve()
+
+    def _resolve(self) -> None:
+        """Decide the pending calls from the latest prepared surface, in the step's own result map."""
+        assert self._results is not None
         results, self._results = self._results, None
         self._awaiting_surface = False
         if self.plan.resume is not None:
-            check_resume_surface(self.plan.resume.requests, self.plan.resume.results, definitions)
+            check_resume_surface(self.plan.resume.requests, self.plan.resume.results, self.definitions)
         for call in self.plan.replay:
-            tool_def = definitions.get(call.tool_name)
+            tool_def = self.definitions.get(call.tool_name)
             if tool_def is None or (self.plan.mode == "declared" and not is_recovery_retryable(tool_def)):
                 results[call.tool_call_id] = ToolFailed(INTERRUPTED_TOOL_RESULT)
                 self._replaying.discard(call.tool_call_id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,30 +16,12 @@ from pydantic_ai import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from runs.harness.interrupted import INTERRUPTED_TOOL_RESULT
+from runs.harness.scripted import scripted_model
 
 FIXED_TIME = datetime(2026, 1, 1, tzinfo=UTC)
-
-Script = Callable[[list[ModelMessage], AgentInfo], ModelResponse]
-
-
-def scripted_model(script: Script) -> FunctionModel:
-    """A FunctionModel serving streamed and non-streamed requests from one script."""
-
-    async def stream(messages: list[ModelMessage], info: AgentInfo):
-        response = script(messages, info)
-        for index, part in enumerate(response.parts):
-            if isinstance(part, TextPart):
-                yield part.content
-            elif isinstance(part, ToolCallPart):
-                args = part.args if isinstance(part.args, str) else json.dumps(part.args or {})
-                yield {index: DeltaToolCall(name=part.tool_name, json_args=args, tool_call_id=part.tool_call_id)}
-            else:
-                raise TypeError(f"unsupported part {part!r}")
-
-    return FunctionModel(script, stream_function=stream, model_name="scripted")
 
 
 @dataclass
@@ -120,3 +101,22 @@ def returns_by_id(messages: Sequence[ModelMessage]) -> dict[str, list[ToolReturn
 
 def is_unknown(part: ToolReturnPart) -> bool:
     return part.outcome == "failed" and part.content == INTERRUPTED_TOOL_RESULT
+
+
+@dataclass
+class CallingModel:
+    """Makes `calls` when the last request carries no tool result; otherwise reports the results it got."""
+
+    calls: Sequence[ToolCallPart]
+    requests: list[list[ModelMessage]] = field(default_factory=list)
+
+    def script(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.requests.append(list(messages))
+        last = messages[-1]
+        results = [part for part in last.parts if isinstance(part, ToolReturnPart)]
+        if not results:
+            return ModelResponse(parts=list(self.calls))
+        return ModelResponse(parts=[TextPart(" | ".join(f"{p.tool_call_id}:{p.outcome}:{p.content}" for p in results))])
+
+    def model(self) -> FunctionModel:
+        return scripted_model(self.script)
