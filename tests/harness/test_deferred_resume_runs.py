@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic_ai import DeferredToolResults as NativeResults
 from pydantic_ai import (
     ModelRequest,
     ModelResponse,
@@ -17,7 +18,6 @@ from pydantic_ai import (
     ToolReturn,
     UserPromptPart,
 )
-from pydantic_ai import DeferredToolResults as NativeResults
 from pydantic_ai.toolsets import ExternalToolset
 
 from runs.harness.agent import AgentDefinition, ExecutableAgent
@@ -136,8 +136,6 @@ async def test_external_call_answers(answer, outcome, content):
     first = await agent.run("look it up")
     assert first.status == "suspended" and [c.model_call.tool_call_id for c in first.deferred.calls] == ["e1"]
     assert first.deferred.calls[0].target_identity == "tool/native/lookup"
-        0
-    ].target_identity.endswith("/lookup")
 
     second = await agent.run(
         previous_state=first.state,
