@@ -107,7 +107,7 @@ async def test_override_args_replace_the_arguments_but_not_the_history():
     second = await agent.run(previous_state=first.state, deferred_resume=DeferredToolResume(first.deferred, results))
 
     assert spy.runs == [("delete", {"x": 2})]
-    calls = [m for m in second.state.message_history if isinstance(m, ModelResponse)][0].tool_calls
+    calls = next(m for m in second.state.message_history if isinstance(m, ModelResponse)).tool_calls
     assert calls[0].args_as_dict() == {"x": 1}
 
 
