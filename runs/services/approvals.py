@@ -1,0 +1,376 @@
+"""Answering a suspended run's deferred requests as one complete set, and expiring sets nobody answered.
+
+A set is accepted only whole, for the checkpoint it was shown for, once per submission key; anything else is
+refused before a single row changes. An accepted set is recorded (who, when, each verdict, the exact
+arguments approved and their sha256) and handed to the execution service, which enqueues the resuming Run
+with the `DeferredToolResume` built here. The resuming Run still runs under the current policy and the
+engine's own checks (spec S69–S71); an approval recorded here is never permission to replay a call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from pydantic import ValidationError
+from pydantic_ai import ToolApproved, ToolDenied, ToolFailed
+
+from runs.harness.deferred import DeferredToolRequests, DeferredToolResume
+from runs.models import (
+    Decision,
+    DecisionSubmission,
+    DeferredKind,
+    DeferredRequest,
+    DeferredStatus,
+    Execution,
+    ExecutionStatus,
+    JournalEntry,
+    Verdict,
+)
+from runs.services import toolbox
+from runs.services.executions import resume_execution
+from runs.services.journal import decoded
+
+DECIDE_PERMISSION: Final = "runs.decide_deferred"
+MAX_VALUE_BYTES: Final = 64 * 1024
+"""Largest JSON of one edited argument set, external result or answer (the engine's metadata bound)."""
+MAX_MESSAGE_CHARS: Final = 4000
+EXPIRY_MESSAGE: Final = "No answer arrived before the approval timeout; the host denied this call."
+
+ALLOWED_VERDICTS: Final[Mapping[str, frozenset[str]]] = {
+    DeferredKind.APPROVAL: frozenset({Verdict.APPROVED, Verdict.DENIED}),
+    DeferredKind.EXTERNAL: frozenset({Verdict.EXTERNAL_RESULT, Verdict.DENIED}),
+    DeferredKind.QUESTION: frozenset({Verdict.ANSWERED, Verdict.DENIED}),
+}
+
+
+class SubmissionRejected(Exception):
+    """A decision set that was refused as a whole; `message` is meant for the operator."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One operator answer: `override_args` for an approval with edited arguments, `result` for an external
+    result (any JSON) or a question's answer (text), `message` for a denial."""
+
+    tool_call_id: str
+    verdict: str
+    override_args: dict[str, Any] | None = None
+    result: Any = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ArgumentCheck:
+    errors: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def args_digest(args: Any) -> str:
+    """sha256 of the canonical JSON (sorted keys, no spaces) of the arguments a call was approved with."""
+    return hashlib.sha256(canonical_json(args).encode()).hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def check_tool_args(tool_name: str, args: Any) -> ArgumentCheck:
+    """Validate edited arguments with the tool's own argument validator, as dispatch will.
+
+    Tools outside the host registry (external or client tools) are only checked for being a JSON object;
+    the engine validates them again at dispatch.
+    """
+    if not isinstance(args, dict):
+        return ArgumentCheck(("arguments must be a JSON object",))
+    tool = toolbox.get_tool(tool_name)
+    if tool is None:
+        return ArgumentCheck()
+    try:
+        tool.function_schema.validator.validate_python(args)
+    except ValidationError as exc:
+        return ArgumentCheck(
+            tuple(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors())
+        )
+    return ArgumentCheck()
+
+
+def tool_parameters_schema(tool_name: str) -> dict[str, Any] | None:
+    """The JSON schema the browser checks edited arguments against before submitting."""
+    tool = toolbox.get_tool(tool_name)
+    return tool.tool_def.parameters_json_schema if tool is not None else None
+
+
+def can_decide(user: AbstractBaseUser | AnonymousUser) -> bool:
+    return bool(user.is_authenticated and user.has_perm(DECIDE_PERMISSION))
+
+
+def pending_requests(execution: Execution) -> list[DeferredRequest]:
+    """The open set: pending requests belonging to the checkpoint the thread has selected now."""
+    checkpoint_id = execution.thread.selected_checkpoint_id
+    if checkpoint_id is None:
+        return []
+    return list(
+        DeferredRequest.objects.filter(
+            execution=execution, checkpoint_id=checkpoint_id, status=DeferredStatus.PENDING
+        ).order_by("id")
+    )
+
+
+def submit_decisions(
+    execution: Execution,
+    *,
+    checkpoint_id: int | None,
+    key: str,
+    answers: Sequence[Answer],
+    user: AbstractBaseUser | AnonymousUser,
+) -> DecisionSubmission:
+    """Record a complete decision set and start the resuming Run; `SubmissionRejected` changes nothing."""
+    if not can_decide(user):
+        raise PermissionDenied("Answering deferred requests needs the runs.decide_deferred permission.")
+    if not key or len(key) > 100:
+        raise SubmissionRejected("The form has no valid submission key; reload the page.", code="key_missing")
+    try:
+        with transaction.atomic():
+            return _accept(execution, checkpoint_id=checkpoint_id, key=key, answers=answers, user=user)
+    except IntegrityError as exc:
+        # Two posts of the same key racing: the database's unique key decides, the loser changes nothing.
+        raise _duplicate() from exc
+
+
+def expire_overdue_requests(now: datetime | None = None) -> int:
+    """Answer every set whose requests passed `expires_at` with denials only; returns the sets expired.
+
+    Called by the recovery sweep. The whole set of a checkpoint expires together (answers are always
+    complete sets), is recorded as a submission by nobody with verdict "expired", and resumes the run so
+    the model learns the calls were refused.
+    """
+    now = now or timezone.now()
+    overdue = (
+        DeferredRequest.objects.filter(status=DeferredStatus.PENDING, expires_at__lte=now)
+        .values_list("execution_id", "checkpoint_id")
+        .distinct()
+    )
+    expired = 0
+    for execution_id, checkpoint_id in list(overdue):
+        with transaction.atomic():
+            execution = Execution.objects.select_for_update().select_related("thread").get(pk=execution_id)
+            requests = pending_requests(execution)
+            if (
+                execution.status != ExecutionStatus.WAITING
+                or execution.thread.selected_checkpoint_id != checkpoint_id
+                or not requests
+            ):
+                # Superseded (a fork or a newer run moved the thread): nothing left to answer here.
+                DeferredRequest.objects.filter(
+                    execution_id=execution_id, checkpoint_id=checkpoint_id, status=DeferredStatus.PENDING
+                ).update(status=DeferredStatus.EXPIRED)
+                continue
+            answers = [Answer(r.tool_call_id, Verdict.EXPIRED, message=EXPIRY_MESSAGE) for r in requests]
+            _record(
+                execution,
+                requests,
+                answers,
+                key=f"expiry-{execution_id}-{checkpoint_id}",
+                user=None,
+                request_status=DeferredStatus.EXPIRED,
+            )
+            expired += 1
+    return expired
+
+
+def _accept(
+    execution: Execution,
+    *,
+    checkpoint_id: int | None,
+    key: str,
+    answers: Sequence[Answer],
+    user: AbstractBaseUser | AnonymousUser,
+) -> DecisionSubmission:
+    execution = Execution.objects.select_for_update().select_related("thread").get(pk=execution.pk)
+    if DecisionSubmission.objects.filter(key=key).exists():
+        raise _duplicate()
+    requests = pending_requests(execution)
+    if (
+        execution.status != ExecutionStatus.WAITING
+        or not requests
+        or checkpoint_id is None
+        or execution.thread.selected_checkpoint_id != checkpoint_id
+    ):
+        raise SubmissionRejected(
+            "These requests were already answered or superseded: the thread has moved on since this form was "
+            "shown. Nothing was changed; reload the page to see the current state.",
+            code="stale",
+        )
+    _check_complete_set(requests, answers)
+    for request, answer in _paired(requests, answers):
+        _check_answer(request, answer)
+    return _record(execution, requests, answers, key=key, user=user, request_status=DeferredStatus.DECIDED)
+
+
+def _duplicate() -> SubmissionRejected:
+    return SubmissionRejected(
+        "This decision set was already submitted (same form). Nothing was changed a second time.", code="duplicate"
+    )
+
+
+def _check_complete_set(requests: Sequence[DeferredRequest], answers: Sequence[Answer]) -> None:
+    pending = {request.tool_call_id for request in requests}
+    given = Counter(answer.tool_call_id for answer in answers)
+    if repeated := sorted(call_id for call_id, count in given.items() if count > 1):
+        raise SubmissionRejected(
+            f"Each request must be answered once; repeated: {', '.join(repeated)}.", code="repeated"
+        )
+    if unknown := sorted(set(given) - pending):
+        raise SubmissionRejected(
+            f"Unknown tool call ids (not pending in this set): {', '.join(unknown)}.", code="unknown_call"
+        )
+    if missing := sorted(pending - set(given)):
+        raise SubmissionRejected(
+            f"The whole set must be answered at once; missing answers for: {', '.join(missing)}.", code="incomplete"
+        )
+
+
+def _paired(requests: Sequence[DeferredRequest], answers: Sequence[Answer]) -> list[tuple[DeferredRequest, Answer]]:
+    by_id = {answer.tool_call_id: answer for answer in answers}
+    return [(request, by_id[request.tool_call_id]) for request in requests]
+
+
+def _check_answer(request: DeferredRequest, answer: Answer) -> None:
+    label = f"{request.tool_name} ({request.tool_call_id})"
+    if answer.verdict not in ALLOWED_VERDICTS.get(request.kind, ()):
+        allowed = ", ".join(sorted(ALLOWED_VERDICTS.get(request.kind, ())))
+        raise SubmissionRejected(
+            f"{label} is {request.kind} request; it cannot be answered with '{answer.verdict}' (allowed: {allowed}).",
+            code="wrong_category",
+        )
+    if len(answer.message) > MAX_MESSAGE_CHARS:
+        raise SubmissionRejected(
+            f"{label}: the message is longer than {MAX_MESSAGE_CHARS} characters.", code="too_large"
+        )
+    if answer.verdict == Verdict.APPROVED and answer.override_args is not None:
+        _check_size(label, "edited arguments", answer.override_args)
+        check = check_tool_args(request.tool_name, answer.override_args)
+        if not check.ok:
+            raise SubmissionRejected(
+                f"{label}: the edited arguments do not fit the tool's schema: {'; '.join(check.errors)}.",
+                code="invalid_args",
+            )
+    if answer.verdict == Verdict.EXTERNAL_RESULT:
+        _check_size(label, "result", answer.result)
+    if answer.verdict == Verdict.ANSWERED:
+        if not isinstance(answer.result, str) or not answer.result.strip():
+            raise SubmissionRejected(f"{label}: the answer to the question is empty.", code="invalid_result")
+        _check_size(label, "answer", answer.result)
+
+
+def _check_size(label: str, what: str, value: Any) -> None:
+    try:
+        size = len(canonical_json(value).encode())
+    except (TypeError, ValueError) as exc:
+        raise SubmissionRejected(f"{label}: the {what} is not finite JSON.", code="invalid_result") from exc
+    if size > MAX_VALUE_BYTES:
+        raise SubmissionRejected(
+            f"{label}: the {what} is {size} bytes of JSON; at most {MAX_VALUE_BYTES} are accepted.", code="too_large"
+        )
+
+
+def _suspended_requests(requests: Sequence[DeferredRequest]) -> DeferredToolRequests:
+    """The exact requests the suspended run returned, from its terminal journal item."""
+    runs = {request.run_id for request in requests}
+    entry = (
+        JournalEntry.objects.filter(run_id=next(iter(runs)), kind="result.suspended").order_by("-index").first()
+        if len(runs) == 1
+        else None
+    )
+    deferred = getattr(decoded(entry).result, "deferred", None) if entry is not None else None
+    if deferred is None:
+        raise SubmissionRejected(
+            "The suspended run's requests are not in its journal; this set cannot be answered.", code="unavailable"
+        )
+    known = {entry.target_call.tool_call_id for entry in deferred.entries()}
+    if known != {request.tool_call_id for request in requests}:
+        raise SubmissionRejected(
+            "The pending requests no longer match what the run suspended with; reload the page.", code="stale"
+        )
+    return deferred
+
+
+def _native_results(requests: Sequence[DeferredRequest], answers: Sequence[Answer]) -> tuple[dict, dict]:
+    approvals: dict[str, Any] = {}
+    calls: dict[str, Any] = {}
+    for request, answer in _paired(requests, answers):
+        refused = answer.verdict in (Verdict.DENIED, Verdict.EXPIRED)
+        if request.kind == DeferredKind.APPROVAL:
+            approvals[request.tool_call_id] = (
+                ToolDenied(answer.message or ToolDenied().message)
+                if refused
+                else ToolApproved(override_args=answer.override_args)
+            )
+        else:
+            # A denial under `calls` would become a successful return in pydantic-ai 2.68 (spec B.10 note);
+            # a failed result is how an external call is refused.
+            calls[request.tool_call_id] = (
+                ToolFailed(answer.message or "The operator refused this call.") if refused else answer.result
+            )
+    return approvals, calls
+
+
+def _record(
+    execution: Execution,
+    requests: Sequence[DeferredRequest],
+    answers: Sequence[Answer],
+    *,
+    key: str,
+    user: AbstractBaseUser | None,
+    request_status: str,
+) -> DecisionSubmission:
+    deferred = _suspended_requests(requests)
+    approvals, calls = _native_results(requests, answers)
+    try:
+        results = deferred.build_results(approvals=approvals, calls=calls)
+    except ValueError as exc:
+        raise SubmissionRejected(
+            f"The answers do not match the request categories: {exc}", code="wrong_category"
+        ) from exc
+    resume = DeferredToolResume(deferred, results)
+    decided_by = user if user is not None and user.is_authenticated else None
+    submission = DecisionSubmission.objects.create(
+        key=key, execution=execution, checkpoint_id=requests[0].checkpoint_id, submitted_by=decided_by
+    )
+    for request, answer in _paired(requests, answers):
+        approved_args = None
+        if answer.verdict == Verdict.APPROVED:
+            approved_args = answer.override_args if answer.override_args is not None else request.args
+        Decision.objects.create(
+            request=request,
+            submission=submission,
+            verdict=answer.verdict,
+            override_args=answer.override_args,
+            approved_args=approved_args,
+            args_digest=args_digest(approved_args) if approved_args is not None else "",
+            result=answer.result if answer.verdict in (Verdict.EXTERNAL_RESULT, Verdict.ANSWERED) else None,
+            message=answer.message,
+            decided_by=decided_by,
+        )
+    DeferredRequest.objects.filter(pk__in=[request.pk for request in requests]).update(status=request_status)
+    submission.resume_run = resume_execution(execution, resume)
+    submission.save(update_fields=["resume_run"])
+    return submission
