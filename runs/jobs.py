@@ -1,0 +1,11 @@
+"""RQ entry points (thin): the work lives in runs.services."""
+
+from runs.services import recovery, runner
+
+
+def execute_run(run_pk: int) -> str:
+    return runner.execute_run(run_pk)
+
+
+def sweep() -> str:
+    return str(recovery.sweep())

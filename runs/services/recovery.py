@@ -1,0 +1,225 @@
+"""The recovery sweep: what happens when a worker dies (S17–S21).
+
+A run whose lease expired is marked abandoned in one conditional UPDATE (after which its old worker can
+write nothing). Its projection is then closed: a fresh observer is rebuilt with `resume()` over the run's
+journal prefix and given the terminal item a failed run would have had, so the lane ends with the events
+the observer itself produces (open messages ended, then RUN_ERROR) — stored without a journal entry, since
+the harness never produced that item. After a backoff, a new Run of the same execution (new run_id, new
+observer) starts from the latest checkpoint with the policy's `tool_recovery` and any accepted deferred
+input marked `recovery=True`; after `max_attempts` the execution fails with a clear reason. Queued runs
+whose RQ job was lost with its worker are enqueued again (taking the lease is idempotent).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import django_rq
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+from rq.job import JobStatus
+
+from observers.agui import HarnessAguiStreamObserver
+from runs.harness.deferred import DeferredToolResume
+from runs.harness.events import HarnessRunResultEvent
+from runs.harness.result import HarnessRunResult, SafeFailure
+from runs.models import (
+    Checkpoint,
+    CheckpointKind,
+    Execution,
+    ExecutionStatus,
+    JournalEntry,
+    Run,
+    RunReason,
+    RunStatus,
+    TimelineEvent,
+)
+
+from . import checkpoints, journal
+from .codec import decode_resume
+from .executions import enqueue_run, job_id, new_run
+from .policy import redaction_processor
+from .projection import RunProjection
+from .publishing import publish_execution_status
+
+__all__ = ("SweepReport", "close_projection", "sweep")
+
+log = logging.getLogger(__name__)
+
+WORKER_LOST = "worker_lost"
+RECOVERY_EXHAUSTED = "recovery_exhausted"
+MAX_BACKOFF_SECONDS = 60.0
+_TERMINAL_EVENTS = ("RUN_FINISHED", "RUN_ERROR")
+
+
+@dataclass
+class SweepReport:
+    abandoned: int = 0
+    closed: int = 0
+    recovered: int = 0
+    failed: int = 0
+    requeued: int = 0
+    expired_requests: int = 0
+
+    def __str__(self) -> str:
+        return ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in vars(self).items())
+
+
+def sweep(*, now: datetime | None = None) -> SweepReport:
+    """One pass over every run and execution that needs the sweeper; safe to run concurrently and repeatedly."""
+    from .approvals import expire_overdue_requests
+
+    now = now or timezone.now()
+    report = SweepReport(expired_requests=expire_overdue_requests(now))
+    for run in Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now):
+        if abandon(run, now=now):
+            report.abandoned += 1
+    for run in Run.objects.filter(status=RunStatus.ABANDONED).exclude(run_id=None):
+        if close_projection(run):
+            report.closed += 1
+    for execution in Execution.objects.filter(status=ExecutionStatus.RECOVERING):
+        outcome = continue_execution(execution, now=now)
+        if outcome == "recovered":
+            report.recovered += 1
+        elif outcome == "failed":
+            report.failed += 1
+    report.requeued = requeue_lost_runs(now=now)
+    return report
+
+
+def abandon(run: Run, *, now: datetime) -> bool:
+    """Take the expired lease away and hand the execution to recovery; False if the worker renewed it."""
+    with transaction.atomic():
+        taken = Run.objects.filter(
+            pk=run.pk, status=RunStatus.RUNNING, lease_token=run.lease_token, lease_expires_at__lt=now
+        ).update(
+            status=RunStatus.ABANDONED,
+            lease_token=None,
+            lease_expires_at=None,
+            finished_at=now,
+            failure_code=WORKER_LOST,
+            failure_message="The worker running this run stopped renewing its lease.",
+        )
+        if not taken:
+            return False
+        Execution.objects.filter(pk=run.execution_id, status=ExecutionStatus.RUNNING).update(
+            status=ExecutionStatus.RECOVERING
+        )
+        publish_execution_status(run.execution_id)
+    log.info("run %s (%s) abandoned: lease expired", run.pk, run.run_id)
+    return True
+
+
+def _closed(run: Run) -> bool:
+    return TimelineEvent.objects.filter(run=run, subagent_run_id="", event_type__in=_TERMINAL_EVENTS).exists()
+
+
+def close_projection(run: Run) -> bool:
+    """End the abandoned run's lane with what its observer gives for a failed terminal; False if already ended."""
+    if _closed(run) or not JournalEntry.objects.filter(run=run).exists():
+        return False
+    if JournalEntry.objects.filter(run=run, source_run_id=run.run_id, kind__startswith="result.").exists():
+        # The run's own terminal item is journaled; its projection already ended the lane.
+        return False
+    observer = HarnessAguiStreamObserver(processor=redaction_processor(run.policy_version), retain_events=False)
+    async_to_sync(observer.resume)(journal.read_prefix(run))
+    last = JournalEntry.objects.filter(run=run, source_run_id=run.run_id).aggregate(last=Max("source_sequence"))
+    thread_id = run.execution.thread.thread_id
+    failure = SafeFailure(
+        code=WORKER_LOST,
+        message="The worker running this run stopped; a recovery run continues the execution.",
+        retry_hint="new_run",
+    )
+    closing = HarnessRunResultEvent(
+        thread_id,
+        run.run_id,
+        last["last"] + 1,
+        timezone.now(),
+        HarnessRunResult(thread_id=thread_id, run_id=run.run_id, status="failed", failure=failure),
+    )
+    with transaction.atomic():
+        if _closed(Run.objects.select_for_update().get(pk=run.pk)):
+            return False
+        RunProjection(run, observer).store([(None, closing)])
+    return True
+
+
+def backoff(attempt: int) -> timedelta:
+    base = float(getattr(settings, "HARNESS_RECOVERY_BACKOFF_SECONDS", 1.0))
+    return timedelta(seconds=min(base * 2 ** (attempt - 1), MAX_BACKOFF_SECONDS))
+
+
+def _recovery_point(execution: Execution, dead: Run) -> tuple[Checkpoint | None, DeferredToolResume | None]:
+    """The latest continuation checkpoint of the execution and the accepted input history may still lack."""
+    latest = (
+        Checkpoint.objects.filter(run__execution=execution, kind__in=(CheckpointKind.BOUNDARY, CheckpointKind.TERMINAL))
+        .order_by("-pk")
+        .first()
+    )
+    if latest is not None and latest.run_id == dead.pk:
+        return latest, checkpoints.pending_input(latest)
+    # The dead run stored no checkpoint of its own: it restarts from where it started, with its own input.
+    start = latest if latest is not None else dead.start_checkpoint
+    accepted = None if dead.deferred_resume is None else decode_resume(dead.deferred_resume, recovery=True)
+    return start, accepted
+
+
+def continue_execution(execution: Execution, *, now: datetime) -> str | None:
+    """Start the recovery run of a recovering execution once its backoff passed, or fail it after the limit."""
+    with transaction.atomic():
+        execution = (
+            Execution.objects.select_for_update().select_related("policy_version", "thread").get(pk=execution.pk)
+        )
+        dead = execution.runs.order_by("-number").first()
+        if execution.status != ExecutionStatus.RECOVERING or dead is None or dead.status != RunStatus.ABANDONED:
+            return None
+        max_attempts = execution.policy_version.max_attempts
+        if dead.attempt >= max_attempts:
+            message = (
+                f"The worker stopped during {dead.attempt} attempts of this execution; recovery gave up after "
+                f"the policy's limit of {max_attempts} attempts."
+            )
+            Execution.objects.filter(pk=execution.pk).update(
+                status=ExecutionStatus.FAILED, finished_at=now, failure_code=RECOVERY_EXHAUSTED, failure_message=message
+            )
+            publish_execution_status(execution.pk)
+            return "failed"
+        if dead.finished_at is not None and now < dead.finished_at + backoff(dead.attempt):
+            return None
+        start, accepted = _recovery_point(execution, dead)
+        run = new_run(
+            execution,
+            reason=RunReason.RECOVERY,
+            previous=dead,
+            attempt=dead.attempt + 1,
+            start_checkpoint=start,
+            deferred_resume=accepted,
+        )
+        publish_execution_status(execution.pk)
+    log.info("execution %s: recovery run %s after run %s", execution.pk, run.pk, dead.pk)
+    return "recovered"
+
+
+def requeue_lost_runs(*, now: datetime) -> int:
+    """Enqueue again queued runs whose job is gone or stuck (its worker died before taking the lease).
+
+    A job that is still started may just be slow to take the lease; enqueueing it again is harmless because
+    only one job can take a queued run's lease.
+    """
+    queue = django_rq.get_queue("default")
+    requeued = 0
+    for run in Run.objects.filter(status=RunStatus.QUEUED).select_related("policy_version"):
+        if run.created_at > now - timedelta(seconds=run.policy_version.lease_seconds):
+            continue
+        job = queue.fetch_job(job_id(run.pk))
+        if job is not None and job.get_status(refresh=False) in (JobStatus.QUEUED, JobStatus.SCHEDULED):
+            continue
+        with transaction.atomic():
+            enqueue_run(run)
+        requeued += 1
+    return requeued

@@ -1,0 +1,302 @@
+"""The worker side of a Run: lease, stream, journal + projection, checkpoints, heartbeat and the result.
+
+`execute_run` is what the RQ job calls. It takes the run's lease (or does nothing if the run is not queued),
+rebuilds the agent from the run's frozen profile and policy, opens the stream on the run's start checkpoint
+and writes every item to the journal and the timeline in small transactions. At each boundary the stream is
+held (see `boundaries`) while the checkpoint is stored. A heartbeat renews the lease and passes on an
+operator's cancel. Every write re-checks the lease, so a worker that lost it stops without changing anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.db import transaction
+from django.utils import timezone
+from pydantic_ai import ToolCallPart, ToolDefinition
+
+from observers.agui import HarnessAguiStreamObserver
+from runs.harness.context import RunBindings
+from runs.harness.deferred import DeferredToolCall, DeferredToolResume
+from runs.harness.errors import HarnessError
+from runs.harness.events import HarnessRunResultEvent, HarnessStreamEvent
+from runs.harness.result import HarnessRunResult, SafeFailure
+from runs.harness.state import HarnessState
+from runs.models import (
+    CheckpointKind,
+    DeferredKind,
+    DeferredRequest,
+    Execution,
+    ExecutionStatus,
+    Run,
+    RunReason,
+    RunStatus,
+    ToolDispatch,
+)
+
+from . import checkpoints, leases
+from .agents import build_executable
+from .boundaries import CheckpointBoundaries, boundary_of
+from .codec import decode_resume
+from .leases import Lease, LeaseLost
+from .policy import approval_reason, expiry_for, redaction_processor
+from .projection import RunProjection
+from .publishing import publish_execution_status
+
+__all__ = ("QUESTION_TOOL", "execute_run")
+
+log = logging.getLogger(__name__)
+
+BATCH_SIZE = 16
+QUESTION_TOOL = "ask_user_question"
+
+_db = sync_to_async
+
+
+@dataclass(frozen=True, slots=True)
+class _Start:
+    state: HarnessState
+    input: str | None
+    resume: DeferredToolResume | None
+
+
+def execute_run(run_pk: int) -> str:
+    """Run a queued Run to its end on this worker; returns a short outcome for the RQ job's result."""
+    lease = leases.acquire(run_pk)
+    if lease is None:
+        return "skipped: the run is not queued"
+    publish_status_now(lease.execution_pk)
+    try:
+        return async_to_sync(_drive)(run_pk, lease)
+    except LeaseLost as exc:
+        log.warning("%s", exc)
+        return "stopped: lease lost"
+
+
+def publish_status_now(execution_pk: int) -> None:
+    with transaction.atomic():
+        publish_execution_status(execution_pk)
+
+
+def _load(run_pk: int) -> tuple[Run, _Start]:
+    run = Run.objects.select_related("execution__thread__profile", "policy_version", "start_checkpoint__run").get(
+        pk=run_pk
+    )
+    thread = run.execution.thread
+    start = run.start_checkpoint
+    state = checkpoints.load(start) if start is not None else HarnessState.new(thread_id=thread.thread_id)
+    # The execution's input is already in history once any checkpoint of this execution exists.
+    continued = start is not None and start.run is not None and start.run.execution_id == run.execution_id
+    text = None if run.reason == RunReason.RESUME or continued else run.execution.input
+    resume = None if run.deferred_resume is None else decode_resume(run.deferred_resume)
+    return run, _Start(state=state, input=text, resume=resume)
+
+
+def _bind_run_id(lease: Lease, run_id: str) -> None:
+    with transaction.atomic():
+        leases.verify(lease, "record the harness run id")
+        Run.objects.filter(pk=lease.run_pk).update(run_id=run_id)
+        publish_execution_status(lease.execution_pk)
+
+
+def _heartbeat_once(lease: Lease) -> bool:
+    """Renew the lease; True when an operator asked to cancel the execution."""
+    leases.renew(lease)
+    return Execution.objects.filter(pk=lease.execution_pk, cancel_requested=True).exists()
+
+
+async def _heartbeat(lease: Lease, cancel: Any) -> None:
+    interval = max(lease.seconds / 3, 0.2)
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            cancel_requested = await _db(_heartbeat_once)(lease)
+        except LeaseLost:
+            # Stop producing; whatever the stream still yields is refused by the lease checks.
+            cancel()
+            return
+        if cancel_requested:
+            cancel()
+
+
+async def _drive(run_pk: int, lease: Lease) -> str:
+    try:
+        run, start = await _db(_load)(run_pk)
+    except checkpoints.CheckpointError as exc:
+        await _db(_record_failure)(lease, "checkpoint_invalid", str(exc))
+        return "failed: checkpoint invalid"
+
+    async def record_dispatch(call: ToolCallPart, tool_def: ToolDefinition, retryable: bool) -> None:
+        await _db(_record_dispatch)(lease, call, retryable)
+
+    gate = CheckpointBoundaries(record_dispatch=record_dispatch)
+    try:
+        executable = build_executable(run, extra_capabilities=[gate])
+        stream = executable.stream(
+            start.input,
+            bindings=RunBindings(),
+            previous_state=start.state,
+            tool_recovery=run.tool_recovery,
+            deferred_resume=start.resume,
+        )
+    except (HarnessError, LookupError, ValueError) as exc:
+        code = exc.code if isinstance(exc, HarnessError) else "run_invalid"
+        await _db(_record_failure)(lease, code, str(exc))
+        return f"failed: {code}"
+    gate.bind(stream.run_id)
+    await _db(_bind_run_id)(lease, stream.run_id)
+    run.run_id = stream.run_id
+    projection = RunProjection(
+        run, HarnessAguiStreamObserver(processor=redaction_processor(run.policy_version), retain_events=False)
+    )
+    heartbeat = asyncio.create_task(_heartbeat(lease, stream.cancel))
+    pending: list[HarnessStreamEvent[Any]] = []
+    last_index = -1
+
+    async def flush() -> None:
+        nonlocal last_index
+        if pending:
+            entries = await _db(projection.record)(list(pending), lease=lease)
+            pending.clear()
+            last_index = entries[-1].index
+
+    result: HarnessRunResult[Any] | None = None
+    try:
+        async with stream:
+            async for item in stream:
+                pending.append(item)
+                boundary = boundary_of(item, stream.run_id)
+                if boundary is not None:
+                    await flush()
+                    state = await stream.export_state()
+                    await _db(checkpoints.record)(
+                        run,
+                        state,
+                        lease=lease,
+                        kind=CheckpointKind.BOUNDARY,
+                        journal_index=last_index,
+                        pending=stream.pending_deferred_input,
+                        metadata={"boundary": boundary},
+                    )
+                    gate.release()
+                elif isinstance(item, HarnessRunResultEvent) or len(pending) >= BATCH_SIZE:
+                    await flush()
+        result = stream.result
+    except LeaseLost:
+        raise
+    except HarnessError as exc:
+        await flush()
+        await _db(_record_failure)(lease, exc.code, str(exc))
+        return f"failed: {exc.code}"
+    except Exception as exc:
+        log.exception("run %s failed in the host", run_pk)
+        await _db(_record_failure)(lease, "host_error", f"The run stopped on an internal error ({type(exc).__name__}).")
+        return "failed: host_error"
+    finally:
+        heartbeat.cancel()
+    assert result is not None
+    await _db(_record_result)(run, lease, result, last_index)
+    return result.status
+
+
+def _record_dispatch(lease: Lease, call: ToolCallPart, retryable: bool) -> None:
+    with transaction.atomic():
+        leases.verify(lease, f"dispatch tool {call.tool_name}")
+        ToolDispatch.objects.create(
+            run_id=lease.run_pk,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            recovery_retryable=retryable,
+            args=call.args_as_dict(),
+        )
+
+
+def _finish_execution(lease: Lease, status: ExecutionStatus, **fields: Any) -> None:
+    finished = {} if status == ExecutionStatus.WAITING else {"finished_at": timezone.now()}
+    Execution.objects.filter(pk=lease.execution_pk).update(status=status, **finished, **fields)
+    publish_execution_status(lease.execution_pk)
+
+
+def _record_failure(lease: Lease, code: str, message: str) -> None:
+    with transaction.atomic():
+        leases.release(lease, RunStatus.FAILED, failure_code=code, failure_message=message)
+        _finish_execution(lease, ExecutionStatus.FAILED, failure_code=code, failure_message=message)
+
+
+def _deferred_requests(run: Run, result: HarnessRunResult[Any], checkpoint: Any) -> None:
+    deferred = result.deferred
+    assert deferred is not None
+    now = timezone.now()
+    policy_version = run.policy_version
+
+    def request(entry: DeferredToolCall, kind: DeferredKind) -> DeferredRequest:
+        call = entry.target_call
+        args = call.args_as_dict()
+        reason = approval_reason(policy_version, call.tool_name, args) if kind == DeferredKind.APPROVAL else ""
+        return DeferredRequest(
+            execution_id=run.execution_id,
+            run=run,
+            checkpoint=checkpoint,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            kind=kind,
+            args=args,
+            reason=reason,
+            expires_at=expiry_for(policy_version, now),
+        )
+
+    DeferredRequest.objects.bulk_create(
+        [request(entry, DeferredKind.APPROVAL) for entry in deferred.approvals]
+        + [
+            request(
+                entry, DeferredKind.QUESTION if entry.target_call.tool_name == QUESTION_TOOL else DeferredKind.EXTERNAL
+            )
+            for entry in deferred.calls
+        ]
+    )
+
+
+def _record_result(run: Run, lease: Lease, result: HarnessRunResult[Any], last_index: int) -> None:
+    usage = result.usage.model_dump(mode="json")
+    with transaction.atomic():
+        if result.status in ("completed", "suspended"):
+            assert result.state is not None
+            terminal = checkpoints.record(
+                run,
+                result.state,
+                lease=lease,
+                kind=CheckpointKind.TERMINAL,
+                journal_index=last_index,
+                metadata={"status": result.status},
+                select_it=True,
+            )
+            if result.status == "completed":
+                leases.release(lease, RunStatus.COMPLETED, output=json.loads(result.output_json()), usage=usage)
+                _finish_execution(lease, ExecutionStatus.COMPLETED)
+            else:
+                _deferred_requests(run, result, terminal)
+                leases.release(lease, RunStatus.SUSPENDED, usage=usage)
+                _finish_execution(lease, ExecutionStatus.WAITING)
+            return
+        if result.state is not None:
+            # Not selected: a failure candidate is for an operator to judge (S81), not a continuation.
+            checkpoints.record(
+                run,
+                result.state,
+                lease=lease,
+                kind=CheckpointKind.FAILURE_CANDIDATE,
+                journal_index=last_index,
+                metadata={"status": result.status},
+            )
+        if result.status == "cancelled":
+            leases.release(lease, RunStatus.CANCELLED, usage=usage)
+            _finish_execution(lease, ExecutionStatus.CANCELLED)
+            return
+        failure = result.failure or SafeFailure(code="run_failed", message="The run failed.")
+        leases.release(lease, RunStatus.FAILED, usage=usage, failure_code=failure.code, failure_message=failure.message)
+        _finish_execution(lease, ExecutionStatus.FAILED, failure_code=failure.code, failure_message=failure.message)
