@@ -1,0 +1,112 @@
+"""Inline child runs inside a root stream (spec 4.2, 4.3, 5.10 T87)."""
+
+from __future__ import annotations
+
+from pydantic_ai import ModelResponse, TextPart, Tool, ToolCallPart, ToolReturnPart
+
+from runs.harness import AgentDefinition, HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, HarnessState
+from runs.harness.delegation import inline_delegation_tool
+from runs.harness.events import run_started_event
+from runs.harness.scripted import scripted_model
+from runs.harness.subagents import SUBAGENTS_NAMESPACE, RetainedChildren
+
+
+def _child_script(messages, info):
+    prompts = [p.content for m in messages for p in m.parts if p.part_kind == "user-prompt"]
+    return ModelResponse(parts=[TextPart(f"child handled {prompts}")])
+
+
+def _parent_script(messages, info):
+    returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+    if returns:
+        return ModelResponse(parts=[TextPart(f"parent got: {returns[0].content} ({returns[0].outcome})")])
+    return ModelResponse(parts=[ToolCallPart("delegate_to_researcher", {"task": "find facts"}, "d1")])
+
+
+def _root(child_model=None):
+    child = AgentDefinition(name="researcher", model=child_model or scripted_model(_child_script)).build()
+    return AgentDefinition(
+        name="lead", model=scripted_model(_parent_script), tools=[inline_delegation_tool(child)]
+    ).build()
+
+
+async def collect(stream):
+    async with stream:
+        return [item async for item in stream]
+
+
+def _delegation(item):
+    event = getattr(item, "event", None)
+    if isinstance(event, HarnessExtensionEvent) and event.kind == "delegation":
+        return event.payload
+    return None
+
+
+async def test_child_items_are_forwarded_with_their_own_numbering():
+    """T87: child items keep the child's ids and sequences; root sequences stay contiguous."""
+    stream = _root().stream("research this", previous_state=HarnessState.new(thread_id="thr_lead1"))
+    items = await collect(stream)
+
+    root = [item for item in items if item.run_id == stream.run_id]
+    child = [item for item in items if item.run_id != stream.run_id]
+    assert [item.sequence for item in root] == list(range(len(root)))
+    assert isinstance(root[-1], HarnessRunResultEvent)
+    assert root[-1].result.output == "parent got: child handled ['find facts'] (success)"
+
+    assert child, "the child run was not forwarded"
+    assert not any(isinstance(item, HarnessRunResultEvent) for item in child)
+    assert all(isinstance(item, HarnessEvent) for item in child)
+    assert len({item.run_id for item in child}) == 1
+    assert {item.thread_id for item in child} != {"thr_lead1"}
+    assert [item.sequence for item in child] == list(range(len(child)))
+    assert child[0].event == run_started_event()
+    started = _delegation(child[1])
+    assert started["action"] == "started"
+    assert started["child_run_id"] == child[0].run_id
+    assert started["parent_run_id"] == stream.run_id
+    assert started["parent_tool_call_id"] == "d1"
+
+    completed = [payload for item in root if (payload := _delegation(item))]
+    assert [payload["action"] for payload in completed] == ["completed"]
+    assert completed[0]["invocation_id"] == started["invocation_id"]
+
+
+async def test_child_thread_is_retained_and_continued():
+    executable = _root()
+    first = await executable.run("research", previous_state=HarnessState.new(thread_id="thr_lead2"))
+    second = await executable.run("again", previous_state=first.state)
+
+    assert second.output == "parent got: child handled ['find facts', 'find facts'] (success)"
+    retained = RetainedChildren.model_validate(second.state.agent_context_state.get(SUBAGENTS_NAMESPACE).data)
+    record = retained.children["researcher"]
+    assert record.load_state().thread_id == record.thread_id != "thr_lead2"
+
+
+def dangerous() -> str:
+    return "did it"
+
+
+async def test_children_cannot_suspend_on_deferred_tools():
+    """Children run with deferred_tools_supported=False: an approval request fails the child, not the root."""
+
+    def child_script(messages, info):
+        returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+        if returns:
+            return ModelResponse(parts=[TextPart("approved work done")])
+        return ModelResponse(parts=[ToolCallPart("dangerous", {}, "x1")])
+
+    child = AgentDefinition(
+        name="researcher", model=scripted_model(child_script), tools=[Tool(dangerous, requires_approval=True)]
+    ).build()
+    executable = AgentDefinition(
+        name="lead", model=scripted_model(_parent_script), tools=[inline_delegation_tool(child)]
+    ).build()
+    stream = executable.stream("research")
+    items = await collect(stream)
+
+    result = items[-1].result
+    assert result.status == "completed"
+    assert result.output.startswith("parent got: The researcher agent did not complete")
+    assert result.output.endswith("(failed)")
+    failed = [payload for item in items if (payload := _delegation(item)) and payload["action"] == "failed"]
+    assert [payload["status"] for payload in failed] == ["failed"]
