@@ -119,18 +119,17 @@ async def test_seed_sample_policy_recovery_declared_by_default():
     assert result.thread_id == checkpoint_state.thread_id
 
 
-async def test_never_mode_passes_no_native_results_and_closes_history():
+async def test_never_mode_closes_every_unanswered_call():
     spy = Spy()
     recorder = Recorder()
     executable = build(recorder, [recovery_retryable(spy.tool("a")), Tool(spy.tool("b"))])
 
-    async with executable.stream(previous_state=checkpoint(), tool_recovery="never") as stream:
-        assert stream._plan.deferred_tool_results is None
-        async for _ in stream:
-            pass
+    result = await executable.run(previous_state=checkpoint(), tool_recovery="never")
 
     assert spy.runs == []
+    assert set(recorder.first_request_results()) == {"c1", "c2"}
     assert all(is_unknown(part) for part in recorder.first_request_results().values())
+    assert result.status == "completed"
 
 
 async def test_new_input_is_sent_after_the_recovered_results():
