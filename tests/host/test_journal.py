@@ -1,0 +1,255 @@
+"""The source journal, its codec, and the projection written beside it."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from pydantic_ai import ToolCallPart
+from pydantic_ai.messages import FunctionToolCallEvent, PartStartEvent, TextPart
+
+from runs.harness.deferred import DeferredToolCall, DeferredToolRequests
+from runs.harness.events import HarnessEvent, HarnessRunResultEvent, InlineDelegationPayload
+from runs.harness.result import HarnessRunResult, SafeFailure
+from runs.harness.state import HarnessState
+from runs.models import JournalEntry, Run, TimelineEvent
+from runs.services import journal, leases
+from runs.services.codec import CODEC_VERSION, CodecError, decode_item, encode_item
+from runs.services.projection import RunProjection
+from tests.host import builders
+
+pytestmark = pytest.mark.django_db
+
+
+def _leased() -> tuple[Run, leases.Lease]:
+    run = builders.queued_run()
+    lease = leases.acquire(run.pk)
+    assert lease is not None
+    Run.objects.filter(pk=run.pk).update(run_id=builders.RUN_ID)
+    run.refresh_from_db()
+    return run, lease
+
+
+def _thread_id(run: Run) -> str:
+    return run.execution.thread.thread_id
+
+
+def _journal_rows(run: Run) -> list[tuple[int, str, int]]:
+    return list(run.journal.values_list("index", "source_run_id", "source_sequence"))
+
+
+# -- codec -------------------------------------------------------------------------------------------------
+
+
+def test_codec_round_trips_native_extension_and_result_items():
+    thread_id = HarnessState.new().thread_id
+    call = ToolCallPart("notify", {"text": "hi"}, tool_call_id="call-1")
+    deferred = DeferredToolRequests(approvals=[DeferredToolCall(call, call, "tool/native/notify")])
+    state = HarnessState.new(thread_id=thread_id)
+    items = [
+        *builders.text_items(thread_id),
+        HarnessEvent(thread_id, builders.RUN_ID, 4, builders.now(), FunctionToolCallEvent(part=call)),
+        HarnessRunResultEvent(
+            thread_id,
+            builders.RUN_ID,
+            5,
+            builders.now(),
+            HarnessRunResult(
+                thread_id=thread_id,
+                run_id=builders.RUN_ID,
+                status="suspended",
+                state=state,
+                suspend_reason="deferred",
+                deferred=deferred,
+            ),
+        ),
+    ]
+    for item in items:
+        stored = encode_item(item)
+        assert stored.codec_version == CODEC_VERSION
+        back = decode_item(stored.payload, stored.codec_version)
+        if isinstance(item, HarnessRunResultEvent):
+            assert back.result == item.result
+            assert back.result.deferred == deferred
+        else:
+            assert back == item
+
+
+def test_codec_keeps_failures_and_names_items_by_kind():
+    thread_id = HarnessState.new().thread_id
+    failure = SafeFailure(code="agent_run_failed", message="The agent run failed.", details={"error_type": "X"})
+    result = HarnessRunResult(thread_id=thread_id, run_id=builders.RUN_ID, status="failed", failure=failure)
+    stored = encode_item(HarnessRunResultEvent(thread_id, builders.RUN_ID, 7, builders.now(), result))
+    assert stored.kind == "result.failed"
+    assert decode_item(stored.payload, stored.codec_version).result.failure == failure
+    started = encode_item(builders.text_items(thread_id)[0])
+    assert started.kind == "harness.lifecycle.run_started"
+
+
+def test_codec_reads_version_1_items():
+    thread_id = HarnessState.new().thread_id
+    occurred = builders.now()
+    v1_extension = {
+        "item": "extension",
+        "thread_id": thread_id,
+        "run_id": builders.RUN_ID,
+        "sequence": 0,
+        "occurred_at": occurred.isoformat(),
+        "data": {"kind": "lifecycle", "payload": {"type": "run_started"}},
+    }
+    item = decode_item(json.dumps(v1_extension), 1)
+    assert item == builders.text_items(thread_id)[0].__class__(
+        thread_id, builders.RUN_ID, 0, occurred, builders.text_items(thread_id)[0].event
+    )
+    native = json.loads(encode_item(builders.text_items(thread_id)[1]).payload)
+    v1_native = {**{k: native[k] for k in ("thread_id", "run_id", "sequence", "occurred_at")}, "item": "event"}
+    v1_native["data"] = native["body"]["event"]
+    assert decode_item(json.dumps(v1_native), 1).event == PartStartEvent(index=0, part=TextPart(content="Hello"))
+
+
+@pytest.mark.parametrize(
+    ("payload", "version", "message"),
+    [
+        ("{not json", CODEC_VERSION, "undecodable journal item"),
+        (
+            '{"thread_id": "t", "run_id": "r", "sequence": 0, "occurred_at": "2026-01-01T00:00:00Z", '
+            '"body": {"source": "native", "event": {"event_kind": "no_such_event"}}}',
+            CODEC_VERSION,
+            "undecodable",
+        ),
+        ("{}", CODEC_VERSION + 1, "codec version"),
+    ],
+)
+def test_codec_refuses_undecodable_items_clearly(payload, version, message):
+    with pytest.raises(CodecError, match=message):
+        decode_item(payload, version)
+
+
+# -- append ------------------------------------------------------------------------------------------------
+
+
+def test_append_numbers_items_in_order_and_projects_them_in_the_same_transaction():
+    run, lease = _leased()
+    items = builders.text_items(_thread_id(run))
+    RunProjection(run).record(items[:2], lease=lease)
+    assert _journal_rows(run) == [(0, builders.RUN_ID, 0), (1, builders.RUN_ID, 1)]
+    positions = list(TimelineEvent.objects.filter(run=run).values_list("position", "event_type"))
+    assert positions == [(1, "RUN_STARTED"), (2, "TEXT_MESSAGE_START"), (3, "TEXT_MESSAGE_CONTENT")]
+    assert all(event.journal_entry_id is not None for event in TimelineEvent.objects.filter(run=run))
+
+
+def test_inline_child_items_keep_their_own_sequences():
+    run, lease = _leased()
+    thread_id = _thread_id(run)
+    child_thread = HarnessState.new().thread_id
+    child_run = "run-" + "c" * 32
+    payload = InlineDelegationPayload(
+        invocation_id="delegation-" + "d" * 32,
+        action="started",
+        child_instance_id="child",
+        subagent="helper",
+        status="running",
+        parent_run_id=builders.RUN_ID,
+        parent_agent_instance_id="root",
+        child_run_id=child_run,
+    )
+    items = [
+        builders.text_items(thread_id)[0],
+        builders.text_items(child_thread, child_run)[0],
+        HarnessEvent(child_thread, child_run, 1, builders.now(), payload.to_event()),
+        builders.text_items(thread_id)[1],
+    ]
+    journal.append(run, items, lease=lease)
+    assert _journal_rows(run) == [
+        (0, builders.RUN_ID, 0),
+        (1, child_run, 0),
+        (2, child_run, 1),
+        (3, builders.RUN_ID, 1),
+    ]
+
+
+def test_append_refuses_a_gap_and_changes_nothing():
+    run, lease = _leased()
+    items = builders.text_items(_thread_id(run))
+    journal.append(run, items[:2], lease=lease)
+    with pytest.raises(journal.JournalError, match="journal gap .* expected sequence 2, got 3"):
+        journal.append(run, [items[3]], lease=lease)
+    assert _journal_rows(run) == [(0, builders.RUN_ID, 0), (1, builders.RUN_ID, 1)]
+
+
+def test_append_refuses_a_repeated_sequence_and_changes_nothing():
+    run, lease = _leased()
+    items = builders.text_items(_thread_id(run))
+    journal.append(run, items[:3], lease=lease)
+    with pytest.raises(journal.JournalError, match="journal duplicate .* sequence 1 is already recorded"):
+        journal.append(run, [items[1]], lease=lease)
+    # A batch whose later item repeats an earlier one is refused whole.
+    with pytest.raises(journal.JournalError, match="duplicate"):
+        journal.append(run, [items[3], items[3]], lease=lease)
+    assert [row[0] for row in _journal_rows(run)] == [0, 1, 2]
+
+
+def test_append_refuses_an_item_that_cannot_be_encoded():
+    run, lease = _leased()
+
+    class Opaque:
+        event_kind = "opaque"
+
+    bad = HarnessEvent(_thread_id(run), builders.RUN_ID, 0, builders.now(), Opaque())
+    with pytest.raises(CodecError, match="not a pydantic-ai stream event"):
+        journal.append(run, [bad], lease=lease)
+    assert not JournalEntry.objects.exists()
+
+
+def test_write_with_an_expired_lease_is_refused_and_changes_nothing():
+    run, lease = _leased()
+    items = builders.text_items(_thread_id(run))
+    RunProjection(run).record(items[:1], lease=lease)
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    with pytest.raises(leases.LeaseLost, match="lease is expired or was taken over"):
+        RunProjection(run).record(items[1:2], lease=lease)
+    assert _journal_rows(run) == [(0, builders.RUN_ID, 0)]
+    assert TimelineEvent.objects.filter(run=run).count() == 1
+
+
+def test_write_after_the_lease_was_taken_over_is_refused():
+    run, lease = _leased()
+    stale = leases.Lease(run_pk=lease.run_pk, execution_pk=lease.execution_pk, token="0" * 32, seconds=30)
+    with pytest.raises(leases.LeaseLost):
+        journal.append(run, builders.text_items(_thread_id(run))[:1], lease=stale)
+    with pytest.raises(leases.LeaseLost):
+        leases.renew(stale)
+    assert not JournalEntry.objects.exists()
+
+
+# -- reading -----------------------------------------------------------------------------------------------
+
+
+async def _collect(iterable):
+    return [item async for item in iterable]
+
+
+def test_read_prefix_yields_the_exact_prefix_and_tail_the_rest_until_the_terminal_item():
+    from asgiref.sync import async_to_sync
+
+    run, lease = _leased()
+    thread_id = _thread_id(run)
+    items = [*builders.text_items(thread_id), builders.completed(thread_id, builders.RUN_ID, 4)]
+    journal.append(run, items, lease=lease)
+    prefix = async_to_sync(_collect)(journal.read_prefix(run, through=1))
+    assert prefix == items[:2]
+    rest = async_to_sync(_collect)(journal.tail(run, after=1))
+    assert rest[:2] == items[2:4]
+    assert isinstance(rest[2], HarnessRunResultEvent) and rest[2].result == items[4].result
+
+
+def test_reading_an_undecodable_item_is_a_clear_error():
+    from asgiref.sync import async_to_sync
+
+    run, lease = _leased()
+    journal.append(run, builders.text_items(_thread_id(run))[:2], lease=lease)
+    JournalEntry.objects.filter(run=run, index=1).update(payload='{"broken": true}')
+    with pytest.raises(CodecError, match="undecodable journal item"):
+        async_to_sync(_collect)(journal.read_prefix(run))
