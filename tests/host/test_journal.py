@@ -174,7 +174,7 @@ def test_append_refuses_a_gap_and_changes_nothing():
     run, lease = _leased()
     items = builders.text_items(_thread_id(run))
     journal.append(run, items[:2], lease=lease)
-    with pytest.raises(journal.JournalError, match="journal gap .* expected sequence 2, got 3"):
+    with pytest.raises(journal.JournalError, match=r"journal gap .* expected sequence 2, got 3"):
         journal.append(run, [items[3]], lease=lease)
     assert _journal_rows(run) == [(0, builders.RUN_ID, 0), (1, builders.RUN_ID, 1)]
 
@@ -183,7 +183,7 @@ def test_append_refuses_a_repeated_sequence_and_changes_nothing():
     run, lease = _leased()
     items = builders.text_items(_thread_id(run))
     journal.append(run, items[:3], lease=lease)
-    with pytest.raises(journal.JournalError, match="journal duplicate .* sequence 1 is already recorded"):
+    with pytest.raises(journal.JournalError, match=r"journal duplicate .* sequence 1 is already recorded"):
         journal.append(run, [items[1]], lease=lease)
     # A batch whose later item repeats an earlier one is refused whole.
     with pytest.raises(journal.JournalError, match="duplicate"):
