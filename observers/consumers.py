@@ -22,15 +22,11 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from runs.services import timeline
+from runs.services.publishing import THREADS_GROUP, execution_group
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
-THREADS_GROUP = "threads"
-
-
-def execution_group(execution_pk: int) -> str:
-    return f"execution-{execution_pk}"
 
 
 class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):

@@ -189,6 +189,24 @@ class Lane:
     def summary(self) -> dict[str, Any]:
         return run_summary(self.run) | {"event_count": self.event_count}
 
+    @property
+    def duration_text(self) -> str:
+        return format_duration(self.duration)
+
+
+def format_duration(duration: timedelta | None) -> str:
+    """Short human form; timeline.js formats live durations the same way."""
+    if duration is None:
+        return ""
+    seconds = duration.total_seconds()
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, seconds = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
 
 def run_duration(run: Run, now: datetime | None = None) -> timedelta | None:
     if run.started_at is None:

@@ -9,9 +9,9 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
-from observers.consumers import execution_group
 from observers.routing import websocket_urlpatterns
 from runs.services import timeline
+from runs.services.publishing import execution_group
 from tests.web import seed
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,0 +1,81 @@
+// A websocket that reconnects with exponential backoff (plus jitter) until told to stop.
+// Close codes the server uses to mean "do not retry": 4401 (not logged in), 4404 (no such execution).
+
+const FINAL_CLOSE_CODES = new Set([4401, 4404]);
+const BASE_DELAY_MS = 400;
+const MAX_DELAY_MS = 8000;
+
+export class ReconnectingSocket {
+  constructor(path, { onOpen, onMessage, onState }) {
+    this.url = `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}${path}`;
+    this.onOpen = onOpen;
+    this.onMessage = onMessage;
+    this.onState = onState;
+    this.attempt = 0;
+    this.stopped = false;
+    this.socket = null;
+    this.timer = null;
+  }
+
+  start() {
+    this.stopped = false;
+    this.connect();
+  }
+
+  stop() {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    if (this.socket) this.socket.close();
+  }
+
+  // Close now and reconnect at once (used after the server rejected our cursor and we reset it).
+  restart() {
+    this.attempt = 0;
+    if (this.socket) {
+      this.socket.onclose = null;
+      this.socket.close();
+    }
+    this.connect();
+  }
+
+  send(message) {
+    if (this.socket && this.socket.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify(message));
+  }
+
+  connect() {
+    clearTimeout(this.timer);
+    this.onState(this.attempt === 0 ? "connecting" : "reconnecting");
+    const socket = new WebSocket(this.url);
+    this.socket = socket;
+    socket.onopen = () => {
+      this.attempt = 0;
+      this.onOpen();
+    };
+    socket.onmessage = (message) => {
+      let data;
+      try {
+        data = JSON.parse(message.data);
+      } catch {
+        return;
+      }
+      this.onMessage(data);
+    };
+    socket.onclose = (event) => {
+      if (this.socket !== socket) return;
+      this.socket = null;
+      if (this.stopped) return;
+      if (FINAL_CLOSE_CODES.has(event.code)) {
+        this.onState(event.code === 4401 ? "logged-out" : "gone");
+        return;
+      }
+      this.scheduleReconnect();
+    };
+  }
+
+  scheduleReconnect() {
+    const delay = Math.min(MAX_DELAY_MS, BASE_DELAY_MS * 2 ** this.attempt) * (0.75 + Math.random() / 2);
+    this.attempt += 1;
+    this.onState("reconnecting");
+    this.timer = setTimeout(() => this.connect(), delay);
+  }
+}

@@ -1,0 +1,658 @@
+// Execution timeline: one lane per harness run, side by side and aligned in time, fed by /ws/executions/<pk>/.
+//
+// The socket replays stored AG-UI events after our cursor, says `ready`, then streams live ones; we keep the
+// last position received as the cursor and resubscribe from it after a reconnect. Frames are queued and drawn
+// in requestAnimationFrame batches so a 20,000-event execution opens without freezing the page; deltas are
+// folded into their message and runs of harness CUSTOM events into one collapsed group.
+//
+// Every string from an event reaches the DOM through textContent / text nodes, never as HTML.
+
+import { ReconnectingSocket } from "./socket.js";
+
+const BATCH_BUDGET_MS = 12;
+const CURSOR_ERRORS = new Set(["cursor_beyond_end", "cursor_execution_mismatch", "bad_cursor"]);
+const MAX_RESETS = 3;
+
+function el(tag, className, text) {
+  const element = document.createElement(tag);
+  if (className) element.className = className;
+  if (text !== undefined && text !== null) element.textContent = String(text);
+  return element;
+}
+
+function link(className, text, href, title) {
+  const anchor = el("a", className, text);
+  anchor.href = href;
+  if (title) anchor.title = title;
+  return anchor;
+}
+
+// JSON (or JSON-in-a-string, as tool arguments and results often are) pretty-printed; other text as is.
+function pretty(value) {
+  if (typeof value === "string") {
+    try {
+      const parsed = JSON.parse(value);
+      if (parsed !== null && typeof parsed === "object") return JSON.stringify(parsed, null, 2);
+    } catch {
+      // not JSON: show the text itself
+    }
+    return value;
+  }
+  return JSON.stringify(value, null, 2);
+}
+
+function clock(ms) {
+  return typeof ms === "number" ? new Date(ms).toISOString().slice(11, 23) : "";
+}
+
+// Same format as runs.services.timeline.format_duration.
+function formatDuration(seconds) {
+  if (seconds < 60) return `${seconds.toFixed(1)} s`;
+  const whole = Math.floor(seconds);
+  const minutes = Math.floor(whole / 60);
+  if (minutes < 60) return `${minutes} min ${String(whole % 60).padStart(2, "0")} s`;
+  return `${Math.floor(minutes / 60)} h ${String(minutes % 60).padStart(2, "0")} min`;
+}
+
+function setStatus(element, status) {
+  if (!element || !status) return;
+  element.textContent = status;
+  element.className = `${element.className.replace(/\bstatus-\S+/g, "").trim()} status-${status}`;
+}
+
+function usageText(usage) {
+  if (!usage) return null;
+  const parts = [`in ${usage.inputTokens ?? 0}`, `out ${usage.outputTokens ?? 0}`];
+  if (usage.reasoningTokens) parts.push(`reasoning ${usage.reasoningTokens}`);
+  if (usage.cachedInputTokens) parts.push(`cached ${usage.cachedInputTokens}`);
+  return `tokens: ${parts.join(" · ")}`;
+}
+
+// One visible entry of a lane: a message, a tool call, a terminal card, a group of harness events, ...
+class Item {
+  constructor(timeline, kind, frame, label) {
+    this.timeline = timeline;
+    this.kind = kind;
+    this.positions = [];
+    this.element = el("article", `item item-${kind}`);
+    this.element.id = `pos-${frame.position}`;
+    const head = el("header", "item-head");
+    this.label = el("span", "item-label", label);
+    this.extra = el("span", "item-extra");
+    head.append(
+      this.label,
+      this.extra,
+      el("time", "item-time", clock(frame.event.timestamp)),
+      link("item-pos", `#${frame.position}`, `#pos-${frame.position}`, "Permalink"),
+      link("item-raw", "raw", timeline.eventUrl(frame.position), "Raw JSON of this event"),
+    );
+    this.body = el("div", "item-body");
+    this.element.append(head, this.body);
+  }
+
+  claim(position) {
+    this.positions.push(position);
+    this.timeline.claim(position, this);
+  }
+
+  section(label, className = "") {
+    const section = el("div", `section ${className}`.trim());
+    section.append(el("div", "section-label", label));
+    this.body.append(section);
+    return section;
+  }
+
+  reveal() {}
+}
+
+// Consecutive harness CUSTOM events of one scope, collapsed; rows are built only when opened.
+class GroupItem extends Item {
+  constructor(timeline, frame) {
+    super(timeline, "group", frame, "harness events");
+    this.frames = [];
+    this.names = new Set();
+    this.details = el("details", "group");
+    this.summary = el("summary");
+    this.list = el("div", "group-list");
+    this.rendered = 0;
+    this.details.append(this.summary, this.list);
+    this.details.addEventListener("toggle", () => this.renderRows());
+    this.body.append(this.details);
+  }
+
+  add(frame) {
+    this.frames.push(frame);
+    this.names.add(frame.event.name);
+    this.claim(frame.position);
+    const names = Array.from(this.names);
+    const shown = names.slice(0, 3).join(", ") + (names.length > 3 ? `, +${names.length - 3} more` : "");
+    this.summary.textContent = `${this.frames.length} event${this.frames.length === 1 ? "" : "s"}: ${shown}`;
+    if (this.details.open) this.renderRows();
+  }
+
+  renderRows() {
+    if (!this.details.open) return;
+    for (; this.rendered < this.frames.length; this.rendered += 1) {
+      const frame = this.frames[this.rendered];
+      const row = el("div", "group-row");
+      row.dataset.pos = frame.position;
+      row.append(
+        link("item-pos", `#${frame.position}`, `#pos-${frame.position}`),
+        el("span", "mono", frame.event.name),
+        link("item-raw", "raw", this.timeline.eventUrl(frame.position)),
+        el("pre", "json", pretty(frame.event.value)),
+      );
+      this.list.append(row);
+    }
+  }
+
+  reveal(position) {
+    this.details.open = true;
+    this.renderRows();
+    return this.list.querySelector(`[data-pos="${position}"]`);
+  }
+}
+
+// Where items of one run (root) or one inline child run go.
+class Scope {
+  constructor(timeline, lane, container, item) {
+    this.timeline = timeline;
+    this.lane = lane;
+    this.container = container; // null: the lane's column of the grid
+    this.item = item; // the nested-lane item of a child run
+    this.messages = new Map();
+    this.tools = new Map();
+    this.group = null;
+  }
+
+  add(item) {
+    if (this.container) {
+      this.container.append(item.element);
+    } else {
+      this.timeline.place(item.element, this.lane.column);
+    }
+    this.group = null;
+    return item;
+  }
+}
+
+class Lane {
+  constructor(timeline, summary) {
+    this.timeline = timeline;
+    this.pk = summary.pk;
+    this.column = timeline.lanes.size + 1;
+    this.summary = { status: "", reason: "", number: "", run_id: "", started_at: null, finished_at: null };
+    this.head = timeline.root.querySelector(`.lane-head[data-run="${this.pk}"]`);
+    if (!this.head) {
+      this.head = el("header", "lane-head");
+      this.head.dataset.run = this.pk;
+      this.head.append(document.getElementById("lane-head-template").content.cloneNode(true));
+      this.head.style.gridColumn = this.column;
+      timeline.root.append(this.head);
+    }
+    this.firstTimestamp = null;
+    this.lastTimestamp = null;
+    this.resetScopes();
+    this.update(summary);
+  }
+
+  resetScopes() {
+    this.scopes = new Map([["", new Scope(this.timeline, this, null, null)]]);
+    this.count = 0;
+  }
+
+  update(summary) {
+    for (const key of Object.keys(this.summary)) {
+      if (summary[key] !== undefined && summary[key] !== null && summary[key] !== "") this.summary[key] = summary[key];
+    }
+    const { run_id: runId, number, reason, status } = this.summary;
+    const run = this.head.querySelector(".lane-run");
+    run.textContent = runId || "run not started";
+    run.href = this.timeline.runUrl(this.pk);
+    if (number !== "") this.head.querySelector(".lane-number").textContent = `run ${number}`;
+    const reasonElement = this.head.querySelector(".lane-reason");
+    reasonElement.textContent = reason;
+    reasonElement.className = `lane-reason reason-${reason}`;
+    setStatus(this.head.querySelector(".lane-status"), status);
+    this.renderDuration();
+  }
+
+  saw(frame) {
+    this.count += 1;
+    const timestamp = frame.event.timestamp;
+    if (typeof timestamp === "number") {
+      if (this.firstTimestamp === null) this.firstTimestamp = timestamp;
+      this.lastTimestamp = timestamp;
+    }
+  }
+
+  renderDuration() {
+    const { started_at: startedAt, finished_at: finishedAt, status } = this.summary;
+    const start = startedAt ? Date.parse(startedAt) : this.firstTimestamp;
+    if (start === null || Number.isNaN(start)) return;
+    let end = finishedAt ? Date.parse(finishedAt) : null;
+    if (end === null) end = status === "running" || !this.lastTimestamp ? Date.now() : this.lastTimestamp;
+    this.head.querySelector(".lane-duration").textContent = formatDuration(Math.max(0, end - start) / 1000);
+  }
+
+  renderCount() {
+    this.head.querySelector(".lane-count").textContent = `${this.count} event${this.count === 1 ? "" : "s"}`;
+  }
+
+  // The scope of a child run; a child seen before its SUBAGENT_STARTED gets a nested lane at the top level.
+  scope(subagentRunId, frame) {
+    let scope = this.scopes.get(subagentRunId);
+    if (!scope) scope = this.nest(this.scopes.get(""), null, subagentRunId, subagentRunId, frame);
+    return scope;
+  }
+
+  nest(parent, tool, runId, name, frame) {
+    const item = new Item(this.timeline, "subagent", frame, `subagent ${name}`);
+    item.extra.textContent = runId;
+    item.status = el("span", "badge status-running", "running");
+    item.extra.after(item.status);
+    const body = el("div", "nested-lane-body");
+    item.body.append(body);
+    if (tool) {
+      tool.children.append(item.element);
+    } else {
+      parent.add(item);
+    }
+    const scope = new Scope(this.timeline, this, body, item);
+    this.scopes.set(runId, scope);
+    return scope;
+  }
+}
+
+const HANDLERS = {
+  RUN_STARTED(timeline, scope, frame, event) {
+    const item = scope.add(new Item(timeline, "marker", frame, "run started"));
+    item.extra.textContent = event.runId;
+    item.claim(frame.position);
+  },
+
+  TEXT_MESSAGE_START(timeline, scope, frame, event) {
+    timeline.message(scope, frame, event).claim(frame.position);
+  },
+  TEXT_MESSAGE_CONTENT(timeline, scope, frame, event) {
+    const item = timeline.message(scope, frame, event);
+    item.text.appendData(event.delta);
+    item.claim(frame.position);
+  },
+  TEXT_MESSAGE_END(timeline, scope, frame, event) {
+    const item = timeline.message(scope, frame, event);
+    item.element.classList.remove("streaming");
+    item.claim(frame.position);
+  },
+
+  REASONING_MESSAGE_START(timeline, scope, frame, event) {
+    timeline.reasoning(scope, frame, event.messageId).claim(frame.position);
+  },
+  REASONING_MESSAGE_CONTENT(timeline, scope, frame, event) {
+    const item = timeline.reasoning(scope, frame, event.messageId);
+    item.text.appendData(event.delta);
+    item.summary.textContent = `reasoning · ${item.text.length} characters`;
+    item.claim(frame.position);
+  },
+  REASONING_MESSAGE_END(timeline, scope, frame, event) {
+    const item = timeline.reasoning(scope, frame, event.messageId);
+    item.element.classList.remove("streaming");
+    item.claim(frame.position);
+  },
+  REASONING_ENCRYPTED_VALUE(timeline, scope, frame, event) {
+    const item = timeline.reasoning(scope, frame, event.entityId);
+    item.extra.textContent = `encrypted value, ${String(event.encryptedValue ?? "").length} characters`;
+    item.claim(frame.position);
+  },
+
+  TOOL_CALL_START(timeline, scope, frame, event) {
+    timeline.tool(scope, frame, event.toolCallId, event.toolCallName).claim(frame.position);
+  },
+  TOOL_CALL_ARGS(timeline, scope, frame, event) {
+    const item = timeline.tool(scope, frame, event.toolCallId);
+    item.rawArgs += event.delta;
+    item.args.textContent = item.rawArgs;
+    item.claim(frame.position);
+  },
+  TOOL_CALL_END(timeline, scope, frame, event) {
+    const item = timeline.tool(scope, frame, event.toolCallId);
+    item.args.textContent = item.rawArgs ? pretty(item.rawArgs) : "(no arguments)";
+    item.element.classList.remove("streaming");
+    item.claim(frame.position);
+  },
+  TOOL_CALL_RESULT(timeline, scope, frame, event) {
+    const item = timeline.tool(scope, frame, event.toolCallId);
+    item.element.classList.remove("streaming");
+    item.element.classList.add("has-result");
+    item.result.hidden = false;
+    item.result.querySelector("pre").textContent = pretty(event.content);
+    item.claim(frame.position);
+  },
+
+  RUN_FINISHED(timeline, scope, frame, event) {
+    const outcome = event.outcome?.type ?? "success";
+    let item;
+    if (outcome === "interrupt") {
+      item = scope.add(new Item(timeline, "interrupt", frame, "waiting for approval"));
+      for (const interrupt of event.outcome.interrupts ?? []) item.body.append(timeline.interruptCard(interrupt));
+    } else if (outcome === "cancelled") {
+      item = scope.add(new Item(timeline, "cancelled", frame, "run cancelled"));
+    } else {
+      item = scope.add(new Item(timeline, "finished", frame, "run finished"));
+      if (event.result !== undefined) item.section("result").append(el("pre", "json", pretty(event.result)));
+    }
+    const usage = usageText(event.usage);
+    if (usage) item.body.append(el("div", "usage", usage));
+    item.claim(frame.position);
+  },
+  RUN_ERROR(timeline, scope, frame, event) {
+    const item = scope.add(new Item(timeline, "error", frame, "run failed"));
+    if (event.code) item.extra.textContent = event.code;
+    item.body.append(el("div", "error-message", event.message));
+    const usage = usageText(event.usage);
+    if (usage) item.body.append(el("div", "usage", usage));
+    item.claim(frame.position);
+  },
+
+  SUBAGENT_STARTED(timeline, scope, frame, event) {
+    const lane = scope.lane;
+    let child = lane.scopes.get(event.subagentRunId);
+    if (!child) {
+      const parent = lane.scopes.get(event.parentSubagentRunId ?? "") ?? scope;
+      const tool = parent.tools.get(event.parentToolCallId);
+      child = lane.nest(parent, tool, event.subagentRunId, event.name ?? event.subagentRunId, frame);
+    }
+    child.item.claim(frame.position);
+  },
+  SUBAGENT_FINISHED(timeline, scope, frame) {
+    const item = scope.item ?? timeline.generic(scope, frame);
+    setStatus(item.status, "completed");
+    item.claim(frame.position);
+  },
+  SUBAGENT_ERROR(timeline, scope, frame, event) {
+    const item = scope.item ?? timeline.generic(scope, frame);
+    setStatus(item.status, "failed");
+    item.body.append(el("div", "error-message", [event.code, event.message].filter(Boolean).join(": ")));
+    item.claim(frame.position);
+  },
+
+  CUSTOM(timeline, scope, frame, event) {
+    if (typeof event.name === "string" && event.name.startsWith("a13n.input.")) {
+      const input = event.value?.event ?? {};
+      const item = scope.add(new Item(timeline, "input", frame, `input · ${input.source ?? event.name.slice(11)}`));
+      item.body.append(el("div", "message-text", typeof input.content === "string" ? input.content : pretty(input)));
+      item.claim(frame.position);
+      return;
+    }
+    if (!scope.group) {
+      const group = scope.add(new GroupItem(timeline, frame));
+      scope.group = group;
+    }
+    scope.group.add(frame);
+  },
+};
+
+class Timeline {
+  constructor(root, config) {
+    this.root = root;
+    this.config = config;
+    this.status = document.getElementById("execution-status");
+    this.connection = document.getElementById("connection");
+    this.cursor = 0; // last position received: where a reconnect resumes
+    this.rendered = 0; // last position drawn
+    this.queue = [];
+    this.queueHead = 0;
+    this.scheduled = false;
+    this.rows = 1; // row 1 holds the lane heads
+    this.lanes = new Map();
+    this.byPosition = new Map();
+    this.toolsById = new Map();
+    this.touched = new Set();
+    this.wanted = null;
+    this.resets = 0;
+    this.hasApprovalForm = Boolean(document.getElementById("approval-form"));
+    for (const summary of config.runs) this.lane(summary);
+    window.addEventListener("hashchange", () => this.want(location.hash));
+    this.want(location.hash);
+    setInterval(() => {
+      for (const lane of this.lanes.values()) if (lane.summary.status === "running") lane.renderDuration();
+    }, 1000);
+  }
+
+  eventUrl(position) {
+    return this.config.eventUrl.replace(/0\/$/, `${position}/`);
+  }
+
+  runUrl(pk) {
+    return this.config.runUrl.replace(/0\/$/, `${pk}/`);
+  }
+
+  lane(summary) {
+    let lane = this.lanes.get(summary.pk);
+    if (!lane) {
+      lane = new Lane(this, summary);
+      this.lanes.set(summary.pk, lane);
+      this.root.style.setProperty("--lanes", this.lanes.size);
+      document.getElementById("timeline-empty").hidden = true;
+    }
+    return lane;
+  }
+
+  place(element, column) {
+    this.rows += 1;
+    element.style.gridColumn = column;
+    element.style.gridRow = this.rows;
+    this.root.append(element);
+  }
+
+  claim(position, item) {
+    this.byPosition.set(position, item);
+    this.touched.add(item);
+  }
+
+  message(scope, frame, event) {
+    let item = scope.messages.get(event.messageId);
+    if (!item) {
+      item = scope.add(new Item(this, "message", frame, event.role ?? "assistant"));
+      item.element.classList.add("streaming");
+      const text = el("div", "message-text");
+      item.text = document.createTextNode("");
+      text.append(item.text);
+      item.body.append(text);
+      scope.messages.set(event.messageId, item);
+    }
+    return item;
+  }
+
+  reasoning(scope, frame, messageId) {
+    let item = scope.messages.get(messageId);
+    if (!item) {
+      item = scope.add(new Item(this, "reasoning", frame, "reasoning"));
+      item.element.classList.add("streaming");
+      const details = el("details", "reasoning");
+      item.summary = el("summary", null, "reasoning");
+      const text = el("div", "message-text");
+      item.text = document.createTextNode("");
+      text.append(item.text);
+      details.append(item.summary, text);
+      item.body.append(details);
+      scope.messages.set(messageId, item);
+    }
+    return item;
+  }
+
+  tool(scope, frame, toolCallId, name) {
+    let item = scope.tools.get(toolCallId);
+    if (!item) {
+      // A result whose call was made by an earlier run (e.g. an approved call executed on resume).
+      const known = name ?? this.toolsById.get(toolCallId);
+      item = scope.add(new Item(this, "tool", frame, known ? `tool ${known}` : "tool result"));
+      item.element.classList.add("streaming");
+      item.extra.textContent = toolCallId;
+      item.rawArgs = "";
+      if (name === undefined) {
+        item.args = el("pre");
+      } else {
+        item.args = item.section("arguments", "tool-args").appendChild(el("pre", "json"));
+      }
+      item.result = item.section("result", "tool-result");
+      item.result.append(el("pre", "json"));
+      item.result.hidden = true;
+      item.children = el("div", "tool-children");
+      item.body.append(item.children);
+      scope.tools.set(toolCallId, item);
+      if (name) this.toolsById.set(toolCallId, name);
+    }
+    return item;
+  }
+
+  interruptCard(interrupt) {
+    const metadata = interrupt.metadata ?? {};
+    const card = el("div", `interrupt-card reason-${interrupt.reason ?? "approval"}`);
+    const title = interrupt.reason === "external" ? "waiting for an external result" : "waiting for approval";
+    card.append(el("div", "interrupt-title", `${title}: ${metadata.tool_name ?? "tool"}`));
+    card.append(el("div", "mono sub", interrupt.toolCallId ?? interrupt.id));
+    if (metadata.args !== undefined) card.append(el("pre", "json", pretty(metadata.args)));
+    const target = this.hasApprovalForm ? "#approval-form" : this.config.approvalsUrl;
+    card.append(link("interrupt-link", "Open the approval form", target));
+    return card;
+  }
+
+  generic(scope, frame) {
+    const item = scope.add(new Item(this, "generic", frame, frame.event.type));
+    item.body.append(el("pre", "json", pretty(frame.event)));
+    return item;
+  }
+
+  // --- socket input ---
+
+  receive(message) {
+    switch (message.type) {
+      case "event":
+        if (message.position <= this.cursor) return; // already have it (never expected; cheap to guard)
+        this.cursor = message.position;
+        this.queue.push(message);
+        this.schedule();
+        break;
+      case "status":
+        setStatus(this.status, message.status);
+        for (const run of message.runs ?? []) this.lane(run).update(run);
+        break;
+      case "ready":
+        this.setConnection("live");
+        break;
+      case "error":
+        this.onError(message);
+        break;
+      default:
+        break;
+    }
+  }
+
+  onError(message) {
+    this.setConnection("error", `${message.code}: ${message.message}`);
+    if (CURSOR_ERRORS.has(message.code) && this.resets < MAX_RESETS) {
+      // Our cursor no longer fits this timeline (e.g. the database was restored): start over from nothing.
+      this.resets += 1;
+      this.reset();
+      this.socket.restart();
+    }
+  }
+
+  reset() {
+    for (const child of Array.from(this.root.children)) if (!child.classList.contains("lane-head")) child.remove();
+    this.cursor = 0;
+    this.rendered = 0;
+    this.queue = [];
+    this.queueHead = 0;
+    this.rows = 1;
+    this.byPosition.clear();
+    this.toolsById.clear();
+    this.touched.clear();
+    for (const lane of this.lanes.values()) lane.resetScopes();
+  }
+
+  setConnection(state, detail) {
+    this.connection.dataset.state = state;
+    this.connection.textContent = state;
+    this.connection.title = detail ?? "Live connection";
+  }
+
+  // --- drawing ---
+
+  schedule() {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    requestAnimationFrame(() => this.drain());
+  }
+
+  drain() {
+    this.scheduled = false;
+    const started = performance.now();
+    let applied = 0;
+    while (this.queueHead < this.queue.length) {
+      this.apply(this.queue[this.queueHead]);
+      this.queueHead += 1;
+      applied += 1;
+      if (applied % 64 === 0 && performance.now() - started > BATCH_BUDGET_MS) break;
+    }
+    if (this.queueHead === this.queue.length) {
+      this.queue = [];
+      this.queueHead = 0;
+    } else {
+      this.schedule();
+    }
+    for (const item of this.touched) item.element.dataset.positions = item.positions.join(" ");
+    this.touched.clear();
+    for (const lane of this.lanes.values()) lane.renderCount();
+    this.root.dataset.rendered = this.rendered;
+    this.showWanted();
+  }
+
+  apply(frame) {
+    const lane = this.lane({ pk: frame.run, run_id: frame.run_id });
+    lane.saw(frame);
+    // SUBAGENT_STARTED carries the child's id but opens the child's lane inside its parent's scope.
+    const scope =
+      frame.event.type === "SUBAGENT_STARTED" ? lane.scopes.get("") : lane.scope(frame.subagent_run_id ?? "", frame);
+    const handler = HANDLERS[frame.event.type];
+    if (handler) {
+      handler(this, scope, frame, frame.event);
+    } else {
+      this.generic(scope, frame).claim(frame.position);
+    }
+    this.rendered = frame.position;
+  }
+
+  // --- permalinks: #pos-N scrolls to the item holding position N and highlights it ---
+
+  want(hash) {
+    const match = /^#pos-(\d+)$/.exec(hash);
+    this.wanted = match ? Number(match[1]) : null;
+    this.showWanted();
+  }
+
+  showWanted() {
+    if (this.wanted === null) return;
+    const item = this.byPosition.get(this.wanted);
+    if (!item) return;
+    const target = item.reveal(this.wanted) ?? item.element;
+    for (const old of this.root.querySelectorAll(".highlight")) old.classList.remove("highlight");
+    target.classList.add("highlight");
+    target.scrollIntoView({ block: "center" });
+    this.wanted = null;
+  }
+}
+
+const config = JSON.parse(document.getElementById("timeline-config").textContent);
+const timeline = new Timeline(document.getElementById("timeline"), config);
+timeline.socket = new ReconnectingSocket(config.socket, {
+  onOpen: () => {
+    timeline.setConnection("replaying");
+    timeline.socket.send({ type: "subscribe", execution: config.execution, after: timeline.cursor || null });
+  },
+  onMessage: (message) => timeline.receive(message),
+  onState: (state) => timeline.setConnection(state),
+});
+timeline.socket.start();
+window.harnessTimeline = timeline;

@@ -1,0 +1,141 @@
+"""Server-rendered pages: threads list, thread, execution, run and raw event views (Django test client)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ag_ui.core import ToolCallResultEvent
+
+from runs.models import Checkpoint, Thread
+from runs.services import executions
+from runs.services.timeline import format_duration
+from tests.web import seed
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def client_in(client, operator_user):
+    client.force_login(operator_user)
+    return client
+
+
+def test_pages_need_a_login(client):
+    execution = seed.make_execution()
+    for url in ["/", f"/threads/{execution.thread_id}/", f"/executions/{execution.pk}/"]:
+        response = client.get(url)
+        assert response.status_code == 302
+        assert response["Location"].startswith("/login/")
+
+
+def test_threads_list_searches_filters_and_pages(client_in):
+    waiting = seed.make_execution(seed.make_thread("Invoice review"), status="waiting")
+    seed.make_execution(seed.make_thread("Weekly report"), status="completed")
+    idle = seed.make_thread("Untouched")
+
+    body = client_in.get("/").content.decode()
+    assert "Invoice review" in body and "Weekly report" in body and "Untouched" in body
+
+    body = client_in.get("/", {"q": "invoice"}).content.decode()
+    assert "Invoice review" in body and "Weekly report" not in body
+
+    page = client_in.get("/", {"status": "waiting"}).context["page"]
+    assert [thread.pk for thread in page] == [waiting.thread_id]
+    assert page[0].latest_status == "waiting"
+
+    page = client_in.get("/", {"status": "idle"}).context["page"]
+    assert [thread.pk for thread in page] == [idle.pk]
+
+    for n in range(30):
+        seed.make_thread(f"Bulk {n:02d}")
+    first = client_in.get("/").context["page"]
+    assert len(first) == 25
+    assert first[0].title == "Bulk 29"  # newest first
+    second = client_in.get("/", {"page": 2}).context["page"]
+    assert len(second) == 8
+    assert not {t.pk for t in first} & {t.pk for t in second}
+
+
+def test_thread_page_shows_executions_checkpoints_and_fork_lineage(client_in):
+    profile = seed.make_thread().profile
+    source = executions.create_thread(profile, title="Source thread")
+    seed.make_execution(source, status="completed", input="first question")
+    checkpoint = source.selected_checkpoint
+    response = client_in.post(f"/checkpoints/{checkpoint.pk}/fork/", {"title": "My fork"})
+    fork = Thread.objects.get(title="My fork")
+    assert response.status_code == 302 and response["Location"] == f"/threads/{fork.pk}/"
+    assert fork.forked_from == checkpoint
+
+    body = client_in.get(f"/threads/{fork.pk}/").content.decode()
+    assert "Fork lineage" in body and "Source thread" in body and f"checkpoint #{checkpoint.pk}" in body
+    body = client_in.get(f"/threads/{source.pk}/").content.decode()
+    assert "first question" in body and "My fork" in body
+    assert f'data-checkpoint="{checkpoint.pk}"' in body
+
+
+def test_fork_needs_post_and_csrf(client, operator_user):
+    thread = executions.create_thread(seed.make_thread().profile, title="Guarded")
+    client.force_login(operator_user)
+    assert client.get(f"/checkpoints/{thread.selected_checkpoint_id}/fork/").status_code == 405
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(operator_user)
+    assert strict.post(f"/checkpoints/{thread.selected_checkpoint_id}/fork/").status_code == 403
+    assert Checkpoint.objects.filter(kind="fork").count() == 0
+
+
+def test_execution_page_renders_lanes_and_the_timeline_config(client_in):
+    execution = seed.make_execution()
+    first = seed.make_run(execution, status="abandoned")
+    second = seed.make_run(execution, reason="recovery", previous_run=first)
+    seed.append_events(first, seed.text_run_events(first, ["a", "b"], finish=False))
+    seed.append_events(second, seed.text_run_events(second, ["c"], message_id="m2"))
+    response = client_in.get(f"/executions/{execution.pk}/")
+    body = response.content.decode()
+    assert body.count('class="lane-head"') == 2
+    assert first.run_id in body and second.run_id in body and "recovery" in body
+    config = response.context["timeline_config"]
+    assert config["socket"] == f"/ws/executions/{execution.pk}/"
+    assert [(run["pk"], run["reason"], run["event_count"]) for run in config["runs"]] == [
+        (first.pk, "initial", 5),
+        (second.pk, "recovery", 5),
+    ]
+
+
+def test_raw_event_view_and_its_json(client_in):
+    execution = seed.make_execution()
+    run = seed.make_run(execution)
+    result = ToolCallResultEvent(message_id="c1:result", tool_call_id="c1", content="<script>alert(1)</script>")
+    seed.append_events(run, [result])
+    body = client_in.get(f"/executions/{execution.pk}/events/1/").content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "<script>alert" not in body
+    assert f'href="/executions/{execution.pk}/#pos-1"' in body
+    data = json.loads(client_in.get(f"/executions/{execution.pk}/events/1/", {"format": "json"}).content)
+    assert data == {
+        "position": 1,
+        "run_id": run.run_id,
+        "run": run.pk,
+        "subagent_run_id": "",
+        "event": seed.encoded(result),
+    }
+    assert client_in.get(f"/executions/{execution.pk}/events/2/").status_code == 404
+
+
+def test_run_page_lists_its_events_with_permalinks(client_in):
+    execution = seed.make_execution()
+    run = seed.make_run(execution, status="completed", usage={"input_tokens": 3})
+    seed.append_events(run, seed.text_run_events(run, ["x"]))
+    body = client_in.get(f"/runs/{run.pk}/").content.decode()
+    assert f'href="/executions/{execution.pk}/#pos-3"' in body
+    assert "TEXT_MESSAGE_CONTENT" in body and "input_tokens" in body
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(3.25, "3.2 s"), (59.94, "59.9 s"), (61, "1 min 01 s"), (3725, "1 h 02 min")]
+)
+def test_durations_read_like_the_timeline_script_writes_them(seconds, text):
+    from datetime import timedelta
+
+    assert format_duration(timedelta(seconds=seconds)) == text
