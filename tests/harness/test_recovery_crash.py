@@ -1,0 +1,81 @@
+"""Crash recovery across processes: SIGKILL while side-effecting tools run, resume with each `tool_recovery`.
+
+The child exports state at the boundary before tool execution; the parent kills it once both tools have
+recorded their start, then continues the exported state in a new process. Under "declared" only the
+retryable `lookup` runs again; the unmarked `charge` gets the unknown result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DEADLINE_SECONDS = 60
+
+
+def child(*args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.harness.crash_agent", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def starts(directory: Path, tool: str) -> int:
+    log = directory / f"{tool}.log"
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def crash_while_tools_run(directory: Path) -> None:
+    process = child("crash", str(directory))
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    try:
+        # Killed only once the boundary state is on disk and both side effects have started.
+        while not ((directory / "state.json").exists() and starts(directory, "lookup") and starts(directory, "charge")):
+            if process.poll() is not None:
+                raise AssertionError(f"the child ended early: {process.stderr.read().decode()}")
+            if time.monotonic() > deadline:
+                raise AssertionError("the child never started its tools")
+            time.sleep(0.02)
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+    assert process.returncode == -signal.SIGKILL
+
+
+def resume_in_new_process(directory: Path, mode: str) -> dict:
+    process = child("resume", str(directory), mode)
+    _, stderr = process.communicate(timeout=DEADLINE_SECONDS)
+    assert process.returncode == 0, stderr.decode()
+    return json.loads((directory / "result.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("mode", "lookup_runs", "charge_runs"),
+    [("declared", 2, 1), ("never", 1, 1), ("always", 2, 2)],
+)
+def test_resume_after_sigkill_follows_the_recovery_mode(tmp_path, mode, lookup_runs, charge_runs):
+    crash_while_tools_run(tmp_path)
+    exported = json.loads((tmp_path / "state.json").read_text())
+    assert [part["part_kind"] for part in exported["message_history"][-1]["parts"]] == ["tool-call", "tool-call"]
+
+    summary = resume_in_new_process(tmp_path, mode)
+
+    assert (starts(tmp_path, "lookup"), starts(tmp_path, "charge")) == (lookup_runs, charge_runs)
+    assert summary["status"] == "completed" and summary["output"] == "finished"
+    expected = {
+        "call-lookup": "lookup done" if lookup_runs == 2 else "unknown",
+        "call-charge": "charge done" if charge_runs == 2 else "unknown",
+    }
+    assert summary["results"] == expected
