@@ -14,7 +14,7 @@ from typing import Any
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ThinkingPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
 
-__all__ = ("Script", "scripted_model")
+__all__ = ("Script", "scripted_model", "stream_script")
 
 Script = Callable[[list[ModelMessage], AgentInfo], ModelResponse]
 
@@ -23,8 +23,8 @@ def _chunks(text: str, size: int) -> list[str]:
     return [text[start : start + size] for start in range(0, len(text), size)] if size else [text]
 
 
-def scripted_model(script: Script, *, chunk: int = 12, model_name: str = "scripted") -> FunctionModel:
-    """A `FunctionModel` whose plain and streamed responses both come from `script`."""
+def stream_script(script: Script, *, chunk: int = 12) -> Callable[..., AsyncIterator[Any]]:
+    """A `FunctionModel` stream function that streams the responses of `script` in chunks."""
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
         response = script(messages, info)
@@ -43,4 +43,9 @@ def scripted_model(script: Script, *, chunk: int = 12, model_name: str = "script
             else:
                 raise TypeError(f"a scripted model cannot stream {type(part).__name__}")
 
-    return FunctionModel(script, stream_function=stream, model_name=model_name)
+    return stream
+
+
+def scripted_model(script: Script, *, chunk: int = 12, model_name: str = "scripted") -> FunctionModel:
+    """A `FunctionModel` whose plain and streamed responses both come from `script`."""
+    return FunctionModel(script, stream_function=stream_script(script, chunk=chunk), model_name=model_name)

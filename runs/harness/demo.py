@@ -1,0 +1,320 @@
+"""The offline demo agent: a deterministic scripted model that exercises every dashboard feature.
+
+The prompt chooses the behaviour (keywords, case-insensitive; several may combine into one plan):
+
+* `look up` / `lookup` / `search` - calls the read-only `lookup_record` and `search_records` tools;
+* `deploy` / `approve` - calls `deploy_release`, which needs an operator's approval (the run suspends);
+* `ask` - calls `ask_operator`, an external tool the operator answers (the run suspends);
+* `delegate` / `research` - hands a task to the inline `researcher` child agent;
+* `slow` / `long` - calls `slow_step`, which takes a few seconds (a number in the prompt sets the seconds);
+* `fail` - the model fails mid-answer like a provider error (a failure candidate);
+* `tour` - lookup, delegation, then an approval, one step after the other;
+* anything else - thinks briefly and answers in text.
+
+Every response streams thinking and text in chunks. Side-effecting tools report each dispatch to a
+`ToolCallRecorder`, so a Host test can count how often they really ran (e.g. across crash recovery).
+A pydantic-ai model string instead of the scripted model gives the same tools to a real model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import JsonValue
+from pydantic_ai import (
+    CallDeferred,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ThinkingPart,
+    Tool,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.models import Model
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from .agent import AgentDefinition, ExecutableAgent
+from .delegation import inline_delegation_tool
+from .scripted import stream_script
+from .tools import recovery_retryable
+
+__all__ = (
+    "DEMO_AGENT_NAME",
+    "JsonLinesRecorder",
+    "MemoryRecorder",
+    "ToolCallRecorder",
+    "build_demo_agent",
+    "demo_definition",
+    "demo_model",
+    "researcher_model",
+)
+
+DEMO_AGENT_NAME = "demo"
+MAX_SLOW_SECONDS = 60.0
+DEFAULT_SLOW_SECONDS = 3.0
+
+INSTRUCTIONS = (
+    "You are the operations assistant of the Harness Host demo. Use lookup_record and search_records to read "
+    "records, deploy_release to ship a version (an operator approves it), ask_operator when you need a human "
+    "answer, delegate_to_researcher for research, and slow_step for long-running work."
+)
+RESEARCHER_INSTRUCTIONS = "You research a task with search_records and answer with a short summary."
+
+
+class ToolCallRecorder(Protocol):
+    """Receives one call per side-effecting tool dispatch."""
+
+    def record(self, tool_name: str, args: Mapping[str, JsonValue]) -> None: ...
+
+
+@dataclass
+class MemoryRecorder:
+    """Keeps dispatches in memory (one process)."""
+
+    calls: list[tuple[str, dict[str, JsonValue]]] = field(default_factory=list)
+
+    def record(self, tool_name: str, args: Mapping[str, JsonValue]) -> None:
+        self.calls.append((tool_name, dict(args)))
+
+    def count(self, tool_name: str) -> int:
+        return sum(1 for name, _ in self.calls if name == tool_name)
+
+
+@dataclass(frozen=True)
+class JsonLinesRecorder:
+    """Appends dispatches to a JSON-lines file, so a test can count them across worker processes."""
+
+    path: Path
+
+    def record(self, tool_name: str, args: Mapping[str, JsonValue]) -> None:
+        line = json.dumps({"tool": tool_name, "args": dict(args)}, sort_keys=True)
+        with self.path.open("a", encoding="utf-8") as file:
+            file.write(line + "\n")
+
+    def calls(self) -> list[tuple[str, dict[str, JsonValue]]]:
+        if not self.path.exists():
+            return []
+        entries = [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line]
+        return [(entry["tool"], entry["args"]) for entry in entries]
+
+    def count(self, tool_name: str) -> int:
+        return sum(1 for name, _ in self.calls() if name == tool_name)
+
+
+# -- the script -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Step:
+    thinking: str
+    say: str
+    calls: tuple[tuple[str, dict[str, Any]], ...]
+
+
+def _prompt_window(messages: list[ModelMessage]) -> tuple[str, list[ModelMessage]]:
+    """The latest user prompt and the messages since the request that carried it."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, ModelRequest):
+            texts = [_text(part.content) for part in message.parts if isinstance(part, UserPromptPart)]
+            if texts:
+                return " ".join(texts), messages[index + 1 :]
+    return "", messages
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return " ".join(item for item in content if isinstance(item, str))
+
+
+def _has(prompt: str, *words: str) -> bool:
+    return any(re.search(rf"\b{re.escape(word)}", prompt) for word in words)
+
+
+def _slow_seconds(prompt: str) -> float:
+    number = re.search(r"(\d+(?:\.\d+)?)", prompt)
+    seconds = float(number.group(1)) if number else DEFAULT_SLOW_SECONDS
+    return min(seconds, MAX_SLOW_SECONDS)
+
+
+def _plan(prompt: str) -> list[_Step]:
+    lowered = prompt.lower()
+    lookup = _Step(
+        "I need the record and anything related to it before answering.",
+        "Let me look that up.",
+        (("lookup_record", {"record_id": "REC-42"}), ("search_records", {"query": prompt[:80] or "records"})),
+    )
+    delegate = _Step(
+        "This needs research; the researcher agent is better at that.",
+        "I will ask the researcher.",
+        (("delegate_to_researcher", {"task": f"Research: {prompt[:120]}"}),),
+    )
+    deploy = _Step(
+        "Shipping is a change in production, so an operator has to approve it.",
+        "I am requesting approval to deploy.",
+        (("deploy_release", {"version": "1.4.2"}),),
+    )
+    if _has(lowered, "tour"):
+        return [lookup, delegate, deploy]
+    steps: list[_Step] = []
+    if _has(lowered, "look up", "lookup", "search"):
+        steps.append(lookup)
+    if _has(lowered, "delegate", "research"):
+        steps.append(delegate)
+    if _has(lowered, "ask"):
+        steps.append(
+            _Step(
+                "Only a human can answer this; I will ask the operator.",
+                "I have a question for the operator.",
+                (("ask_operator", {"question": "Which environment should I use?"}),),
+            )
+        )
+    if _has(lowered, "slow", "long"):
+        steps.append(
+            _Step(
+                "This is long-running work.",
+                "Starting the long step.",
+                (("slow_step", {"seconds": _slow_seconds(lowered)}),),
+            )
+        )
+    if _has(lowered, "deploy", "approve"):
+        steps.append(deploy)
+    return steps
+
+
+def _summary(results: list[ToolReturnPart]) -> str:
+    lines = [f"- {part.tool_name} ({part.outcome}): {_short(part.content)}" for part in results]
+    return "Here is what I found:\n" + "\n".join(lines) if lines else ""
+
+
+def _short(content: Any) -> str:
+    text = content if isinstance(content, str) else json.dumps(content, default=str)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def demo_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """One deterministic step of the demo agent, chosen by the prompt and the progress since it."""
+    prompt, window = _prompt_window(messages)
+    if _has(prompt.lower(), "fail"):
+        raise ModelHTTPError(status_code=503, model_name="demo", body={"error": "the demo provider is down"})
+    steps = _plan(prompt)
+    done = sum(1 for message in window if isinstance(message, ModelResponse) and message.tool_calls)
+    if done < len(steps):
+        step = steps[done]
+        calls = [
+            ToolCallPart(name, args, tool_call_id=f"call-{len(messages)}-{number}")
+            for number, (name, args) in enumerate(step.calls)
+        ]
+        return ModelResponse(parts=[ThinkingPart(step.thinking, signature="demo"), TextPart(step.say), *calls])
+    results = [part for message in window for part in message.parts if isinstance(part, ToolReturnPart)]
+    answer = _summary(results) or f'You said: "{prompt}". Try "look up", "deploy", "ask", "research" or "tour".'
+    return ModelResponse(
+        parts=[ThinkingPart("I have everything I need to answer.", signature="demo"), TextPart(answer)]
+    )
+
+
+def researcher_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    prompt, window = _prompt_window(messages)
+    results = [part for message in window for part in message.parts if isinstance(part, ToolReturnPart)]
+    if not results:
+        return ModelResponse(
+            parts=[
+                ThinkingPart("A search should surface the relevant records.", signature="demo"),
+                ToolCallPart("search_records", {"query": prompt[:80]}, tool_call_id=f"call-{len(messages)}-0"),
+            ]
+        )
+    return ModelResponse(parts=[TextPart(f"Research summary: {_short(results[0].content)}")])
+
+
+def demo_model() -> FunctionModel:
+    """The scripted model of the demo agent; `fail` prompts break off after some streamed text."""
+    stream = stream_script(demo_script, chunk=8)
+
+    async def stream_or_fail(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        prompt, _ = _prompt_window(messages)
+        if _has(prompt.lower(), "fail"):
+            yield "Preparing the report"
+            yield " for you"
+            raise ModelHTTPError(status_code=503, model_name="demo", body={"error": "the demo provider is down"})
+        async for chunk in stream(messages, info):
+            yield chunk
+
+    return FunctionModel(demo_script, stream_function=stream_or_fail, model_name="demo-scripted")
+
+
+def researcher_model() -> FunctionModel:
+    return FunctionModel(
+        researcher_script, stream_function=stream_script(researcher_script, chunk=8), model_name="demo-researcher"
+    )
+
+
+# -- tools ------------------------------------------------------------------------------------------------
+
+
+def lookup_record(record_id: str) -> str:
+    """Read one record by id."""
+    return f"{record_id}: status=active, owner=ops-team, updated=2026-01-01"
+
+
+def search_records(query: str) -> list[str]:
+    """Search the records for a query."""
+    return [f'REC-7 mentions "{query[:40]}"', "REC-42 is the primary record"]
+
+
+def _side_effect_tools(recorder: ToolCallRecorder) -> list[Tool[Any]]:
+    def deploy_release(version: str) -> str:
+        """Deploy a release to production (needs an operator's approval)."""
+        recorder.record("deploy_release", {"version": version})
+        return f"deployed {version}"
+
+    def ask_operator(question: str) -> str:
+        """Ask the human operator a question; the answer arrives later."""
+        raise CallDeferred(metadata={"question": question})
+
+    async def slow_step(seconds: float) -> str:
+        """Do long-running work for a number of seconds."""
+        recorder.record("slow_step", {"seconds": seconds})
+        await asyncio.sleep(min(seconds, MAX_SLOW_SECONDS))
+        return f"finished after {seconds:g}s"
+
+    return [Tool(deploy_release, requires_approval=True), Tool(ask_operator), Tool(slow_step)]
+
+
+def demo_definition(
+    *, model: Model | str | None = None, recorder: ToolCallRecorder | None = None
+) -> AgentDefinition[str]:
+    """The demo agent (scripted unless `model` names a real model) with its inline researcher child."""
+    researcher = AgentDefinition(
+        name="researcher",
+        model=researcher_model() if model is None else model,
+        instructions=RESEARCHER_INSTRUCTIONS,
+        tools=[recovery_retryable(search_records)],
+    ).build()
+    return AgentDefinition(
+        name=DEMO_AGENT_NAME,
+        model=demo_model() if model is None else model,
+        instructions=INSTRUCTIONS,
+        tools=[
+            recovery_retryable(lookup_record),
+            recovery_retryable(search_records),
+            *_side_effect_tools(recorder or MemoryRecorder()),
+            inline_delegation_tool(researcher),
+        ],
+    )
+
+
+def build_demo_agent(
+    *, model: Model | str | None = None, recorder: ToolCallRecorder | None = None
+) -> ExecutableAgent[str]:
+    return demo_definition(model=model, recorder=recorder).build()
