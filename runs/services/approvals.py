@@ -258,7 +258,8 @@ def _check_answer(request: DeferredRequest, answer: Answer) -> None:
     if answer.verdict not in ALLOWED_VERDICTS.get(request.kind, ()):
         allowed = ", ".join(sorted(ALLOWED_VERDICTS.get(request.kind, ())))
         raise SubmissionRejected(
-            f"{label} is {request.kind} request; it cannot be answered with '{answer.verdict}' (allowed: {allowed}).",
+            f"{label} is a request of kind '{request.kind}'; it cannot be answered with '{answer.verdict}' "
+            f"(allowed: {allowed}).",
             code="wrong_category",
         )
     if len(answer.message) > MAX_MESSAGE_CHARS:

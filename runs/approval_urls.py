@@ -1,0 +1,11 @@
+"""Routes of the approvals pages; runs/urls.py appends them to the `runs` namespace."""
+
+from django.urls import path
+
+from runs import approval_views
+
+urlpatterns = [
+    path("approvals/", approval_views.inbox, name="approvals"),
+    path("approvals/audit/", approval_views.audit, name="approval_audit"),
+    path("executions/<int:execution_pk>/approvals/", approval_views.decide, name="approval_decide"),
+]

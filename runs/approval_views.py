@@ -1,0 +1,209 @@
+"""Approvals pages: the inbox of waiting requests, the decision post, and the audit of decisions and policies."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db.models import F
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_http_methods
+
+from runs.forms import AuditFilterForm, DecisionSetForm
+from runs.models import (
+    Decision,
+    DeferredKind,
+    DeferredRequest,
+    DeferredStatus,
+    Execution,
+    ExecutionStatus,
+    HostPolicyVersion,
+)
+from runs.services.approvals import (
+    SubmissionRejected,
+    can_decide,
+    pending_requests,
+    submit_decisions,
+    tool_parameters_schema,
+)
+
+AUDIT_ROWS = 200
+
+
+def execution_url(execution: Execution) -> str:
+    return reverse("runs:execution", args=[execution.pk])
+
+
+@dataclass(frozen=True)
+class PendingRow:
+    """One request as the form shows it."""
+
+    index: int
+    request: DeferredRequest
+    args_json: str
+    schema_json: str
+
+    @property
+    def is_approval(self) -> bool:
+        return self.request.kind == DeferredKind.APPROVAL
+
+    @property
+    def is_external(self) -> bool:
+        return self.request.kind == DeferredKind.EXTERNAL
+
+    @property
+    def is_question(self) -> bool:
+        return self.request.kind == DeferredKind.QUESTION
+
+    @property
+    def question(self) -> str:
+        args = self.request.args if isinstance(self.request.args, dict) else {}
+        return str(args.get("question") or args.get("prompt") or "")
+
+
+def approval_form_context(request: HttpRequest, execution: Execution, *, next_url: str = "") -> dict[str, Any]:
+    """What templates/runs/_approval_form.html needs for the execution's open set (empty when none)."""
+    pending = pending_requests(execution) if execution.status == ExecutionStatus.WAITING else []
+    rows = [
+        PendingRow(
+            index=index,
+            request=item,
+            args_json=json.dumps(item.args, indent=2, ensure_ascii=False),
+            schema_json=json.dumps(tool_parameters_schema(item.tool_name)),
+        )
+        for index, item in enumerate(pending)
+    ]
+    expires = [item.expires_at for item in pending if item.expires_at is not None]
+    return {
+        "execution": execution,
+        "rows": rows,
+        "checkpoint_id": execution.thread.selected_checkpoint_id,
+        # One key per rendered form: a double submit or a second post of the same page repeats it.
+        "submission_key": secrets.token_urlsafe(24),
+        "may_decide": can_decide(request.user),
+        "expires_at": min(expires) if expires else None,
+        "next": next_url or request.get_full_path(),
+    }
+
+
+@login_required
+def inbox(request: HttpRequest) -> HttpResponse:
+    """Waiting requests across all threads, oldest first; only open sets (the thread's selected checkpoint)."""
+    waiting = (
+        DeferredRequest.objects.filter(
+            status=DeferredStatus.PENDING,
+            execution__status=ExecutionStatus.WAITING,
+            checkpoint_id=F("execution__thread__selected_checkpoint_id"),
+        )
+        .select_related("execution__thread")
+        .order_by("created_at", "id")
+    )
+    now = timezone.now()
+    rows = [
+        {
+            "request": item,
+            "age_seconds": int((now - item.created_at).total_seconds()),
+            "expires_in_seconds": int((item.expires_at - now).total_seconds()) if item.expires_at else None,
+            "execution_url": execution_url(item.execution),
+        }
+        for item in waiting
+    ]
+    return render(request, "runs/approvals.html", {"rows": rows, "may_decide": can_decide(request.user)})
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def decide(request: HttpRequest, execution_pk: int) -> HttpResponse:
+    """GET: the approval form fragment (for a page that learns live that the execution waits).
+    POST: accept one complete decision set, or explain why it was refused and change nothing."""
+    execution = get_object_or_404(Execution.objects.select_related("thread"), pk=execution_pk)
+    if request.method == "GET":
+        context = approval_form_context(request, execution, next_url=execution_url(execution))
+        return render(request, "runs/_approval_form.html", context)
+    if not can_decide(request.user):
+        raise PermissionDenied("Answering deferred requests needs the runs.decide_deferred permission.")
+    form = DecisionSetForm(request.POST)
+    back = _safe_next(request, form.data.get("next")) or execution_url(execution)
+    wants_json = request.headers.get("Accept", "").startswith("application/json")
+    try:
+        if not form.is_valid():
+            raise SubmissionRejected(
+                "The form is missing its checkpoint or submission key; reload the page.", code="form_invalid"
+            )
+        submission = submit_decisions(
+            execution,
+            checkpoint_id=form.cleaned_data["checkpoint"],
+            key=form.cleaned_data["submission_key"],
+            answers=form.answers(),
+            user=request.user,
+        )
+    except SubmissionRejected as rejected:
+        status = 409 if rejected.code in {"stale", "duplicate"} else 400
+        if wants_json:
+            return JsonResponse({"ok": False, "code": rejected.code, "message": rejected.message}, status=status)
+        return render(
+            request,
+            "runs/approvals_rejected.html",
+            {"message": rejected.message, "code": rejected.code, "execution": execution, "back": back},
+            status=status,
+        )
+    run = submission.resume_run
+    summary = f"Decisions recorded for {submission.decisions.count()} request(s); run {run.number} resumes."
+    if wants_json:
+        return JsonResponse({"ok": True, "message": summary, "run": run.pk, "submission": submission.key})
+    messages.success(request, summary)
+    return redirect(back)
+
+
+def _safe_next(request: HttpRequest, candidate: str | None) -> str | None:
+    if candidate and url_has_allowed_host_and_scheme(
+        candidate, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return candidate
+    return None
+
+
+@login_required
+def audit(request: HttpRequest) -> HttpResponse:
+    """Decisions and policy versions, newest first, filtered by thread, user and date."""
+    filters = AuditFilterForm(request.GET or None)
+    decisions = Decision.objects.select_related(
+        "request__execution__thread", "submission__resume_run", "decided_by"
+    ).order_by("-decided_at", "-id")
+    versions = HostPolicyVersion.objects.select_related("policy", "created_by").order_by("-created_at", "-id")
+    if filters.is_valid():
+        data = filters.cleaned_data
+        if data["thread"] is not None:
+            decisions = decisions.filter(request__execution__thread=data["thread"])
+            # Policy changes belong to no thread; with a thread filter only its decisions are relevant.
+            versions = versions.none()
+        if data["user"] is not None:
+            decisions = decisions.filter(decided_by=data["user"])
+            versions = versions.filter(created_by=data["user"])
+        if data["date_from"] is not None:
+            start = _day_start(data["date_from"])
+            decisions = decisions.filter(decided_at__gte=start)
+            versions = versions.filter(created_at__gte=start)
+        if data["date_to"] is not None:
+            end = _day_start(data["date_to"]) + timedelta(days=1)
+            decisions = decisions.filter(decided_at__lt=end)
+            versions = versions.filter(created_at__lt=end)
+    return render(
+        request,
+        "runs/approvals_audit.html",
+        {"filters": filters, "decisions": decisions[:AUDIT_ROWS], "versions": versions[:AUDIT_ROWS]},
+    )
+
+
+def _day_start(day: Any) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min), timezone.get_current_timezone())

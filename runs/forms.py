@@ -1,0 +1,101 @@
+"""Forms of the approvals pages: one decision set per post, and the audit filters."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.http import QueryDict
+
+from runs.models import Thread, Verdict
+from runs.services.approvals import MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
+
+_ENTRY_ID = re.compile(r"^decision-(\d+)-id$")
+
+CHOICE_VERDICTS = {
+    "approve": Verdict.APPROVED,
+    "edit": Verdict.APPROVED,
+    "deny": Verdict.DENIED,
+    "result": Verdict.EXTERNAL_RESULT,
+    "answer": Verdict.ANSWERED,
+}
+"""The radio values of one request's row; "edit" is an approval carrying the edited arguments."""
+
+
+class DecisionSetForm(forms.Form):
+    """The hidden fields of the approval form; the rows are read by `answers()`.
+
+    Row `n` posts `decision-n-id` (tool call id), `decision-n-choice` (a key of CHOICE_VERDICTS) and, as the
+    choice needs, `decision-n-args` (edited arguments, a JSON object), `decision-n-result` (external
+    result, any JSON), `decision-n-answer` (text) or `decision-n-message` (the denial message).
+    """
+
+    checkpoint = forms.IntegerField(min_value=1)
+    submission_key = forms.CharField(max_length=100)
+    next = forms.CharField(required=False, max_length=2000)
+
+    def answers(self) -> list[Answer]:
+        """Every posted row as an `Answer`; malformed rows raise `SubmissionRejected`."""
+        data: QueryDict = self.data
+        rows = sorted(int(match[1]) for name in data if (match := _ENTRY_ID.match(name)))
+        return [self._answer(data, row) for row in rows]
+
+    def _answer(self, data: QueryDict, row: int) -> Answer:
+        def value(name: str) -> str:
+            return data.get(f"decision-{row}-{name}", "")
+
+        call_id = value("id").strip()
+        choice = value("choice")
+        label = call_id or f"row {row + 1}"
+        if choice not in CHOICE_VERDICTS:
+            raise SubmissionRejected(f"{label}: choose how to answer this request.", code="no_choice")
+        message = value("message").strip()
+        if len(message) > MAX_MESSAGE_CHARS:
+            raise SubmissionRejected(
+                f"{label}: the message is longer than {MAX_MESSAGE_CHARS} characters.", code="too_large"
+            )
+        verdict = CHOICE_VERDICTS[choice]
+        if choice == "edit":
+            edited = _json_field(value("args"), label, "edited arguments")
+            if not isinstance(edited, dict):
+                raise SubmissionRejected(f"{label}: the edited arguments must be a JSON object.", code="invalid_args")
+            return Answer(call_id, verdict, override_args=edited)
+        if choice == "result":
+            return Answer(call_id, verdict, result=_json_field(value("result"), label, "external result"))
+        if choice == "answer":
+            answer = value("answer")
+            _check_length(answer, label, "answer")
+            return Answer(call_id, verdict, result=answer)
+        return Answer(call_id, verdict, message=message if choice == "deny" else "")
+
+
+def _check_length(text: str, label: str, what: str) -> None:
+    size = len(text.encode())
+    if size > MAX_VALUE_BYTES:
+        raise SubmissionRejected(
+            f"{label}: the {what} is {size} bytes; at most {MAX_VALUE_BYTES} are accepted.", code="too_large"
+        )
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_field(text: str, label: str, what: str) -> Any:
+    _check_length(text, label, what)
+    if not text.strip():
+        raise SubmissionRejected(f"{label}: the {what} is empty; enter JSON.", code="malformed_json")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except ValueError as exc:
+        raise SubmissionRejected(f"{label}: the {what} is not valid JSON ({exc}).", code="malformed_json") from exc
+
+
+class AuditFilterForm(forms.Form):
+    thread = forms.ModelChoiceField(queryset=Thread.objects.order_by("title", "thread_id"), required=False)
+    user = forms.ModelChoiceField(queryset=get_user_model().objects.order_by("username"), required=False)
+    date_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    date_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
