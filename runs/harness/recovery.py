@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from copy import deepcopy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, get_args
 
 from pydantic_ai import (
@@ -157,15 +157,27 @@ def _pending_calls(messages: Sequence[ModelMessage], *, provider_suspended_count
 
 
 @dataclass
-class _SurfaceToolset(WrapperToolset[AgentDepsT]):
-    """Reports every freshly prepared tool surface, after all other capability wrappers applied."""
+class _RecoveryToolset(WrapperToolset[AgentDepsT]):
+    """Reports every freshly prepared tool surface, and runs replayed calls as not approved.
+
+    Replay permission travels as pydantic-ai's `ToolApproved`, so a tool that asks for approval itself
+    (`ApprovalRequired` unless `ctx.tool_call_approved`) would otherwise take a replay for an approval.
+    """
 
     on_prepared: Callable[[dict[str, ToolDefinition]], None] = field(kw_only=True)
+    is_replay: Callable[[str | None], bool] = field(kw_only=True)
 
     async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
         tools = await super().get_tools(ctx)
         self.on_prepared({name: tool.tool_def for name, tool in tools.items()})
         return tools
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
+    ) -> Any:
+        if self.is_replay(ctx.tool_call_id):
+            ctx = replace(ctx, tool_call_approved=False)
+        return await super().call_tool(name, tool_args, ctx, tool)
 
 
 @dataclass
@@ -197,7 +209,10 @@ class ToolRecoveryCapability(AbstractCapability[AgentDepsT]):
         return CapabilityOrdering(position="outermost")
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
-        return _SurfaceToolset(toolset, on_prepared=self._surface_prepared)
+        return _RecoveryToolset(toolset, on_prepared=self._surface_prepared, is_replay=self._is_replay)
+
+    def _is_replay(self, tool_call_id: str | None) -> bool:
+        return tool_call_id in self._replaying
 
     async def after_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any, result: Any) -> Any:
         # The resumed tool step is the node the first step hands over; it is captured here because a driver

@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from pydantic_ai import (
     Agent,
+    ApprovalRequired,
     FunctionToolset,
     ModelRequest,
+    RunContext,
     Tool,
     ToolApproved,
     ToolCallPart,
@@ -307,3 +309,19 @@ async def test_fresh_resume_checks_the_current_tool_surface():
     spy = Spy()
     result, _, _ = await recover(history, "never", tools=[Tool(spy.tool("a"), requires_approval=True)], accepted=fresh)
     assert spy.runs == [("a", {"x": 1})] and result.output == "done"
+
+
+async def test_replay_is_never_reported_as_an_approval_to_the_tool():
+    spy = Spy()
+
+    def a(ctx: RunContext[None], x: int) -> str:
+        if not ctx.tool_call_approved:
+            raise ApprovalRequired(metadata={"gate": "amount"})
+        spy.runs.append(("a", {"x": x}))
+        return "approved run"
+
+    result, _, _ = await recover(checkpoint_history(), "declared", tools=[recovery_retryable(a), Tool(spy.tool("b"))])
+
+    assert spy.runs == []
+    assert [call.tool_call_id for call in result.output.approvals] == ["c1"]
+    assert result.output.metadata == {"c1": {"gate": "amount"}}
