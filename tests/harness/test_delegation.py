@@ -9,6 +9,7 @@ from runs.harness.delegation import inline_delegation_tool
 from runs.harness.events import run_started_event
 from runs.harness.scripted import scripted_model
 from runs.harness.subagents import SUBAGENTS_NAMESPACE, RetainedChildren
+from tests.harness.streams import collect
 
 
 def _child_script(messages, info):
@@ -28,11 +29,6 @@ def _root(child_model=None):
     return AgentDefinition(
         name="lead", model=scripted_model(_parent_script), tools=[inline_delegation_tool(child)]
     ).build()
-
-
-async def collect(stream):
-    async with stream:
-        return [item async for item in stream]
 
 
 def _delegation(item):

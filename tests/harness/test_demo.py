@@ -6,11 +6,7 @@ from pydantic_ai import PartDeltaEvent, TextPartDelta, ThinkingPart, ToolDenied
 
 from runs.harness import DeferredToolResume, HarnessExtensionEvent, HarnessRunResultEvent, HarnessState
 from runs.harness.demo import JsonLinesRecorder, MemoryRecorder, build_demo_agent
-
-
-async def collect(stream):
-    async with stream:
-        return [item async for item in stream]
+from tests.harness.streams import collect
 
 
 async def test_plain_prompt_streams_thinking_and_text():

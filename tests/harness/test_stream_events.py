@@ -16,6 +16,7 @@ from runs.harness import (
 )
 from runs.harness.events import run_started_event
 from runs.harness.scripted import scripted_model
+from tests.harness.streams import collect
 
 
 def _script(messages, info):
@@ -31,11 +32,6 @@ async def step(ctx: RunContext[AgentContext]) -> str:
 
 def executable():
     return AgentDefinition(model=scripted_model(_script, chunk=4), tools=[step]).build()
-
-
-async def collect(stream):
-    async with stream:
-        return [item async for item in stream]
 
 
 async def test_run_items_start_with_run_started_and_end_with_the_result():
