@@ -20,9 +20,9 @@ from pydantic_ai import (
 )
 from pydantic_ai.toolsets import ExternalToolset
 
+from runs.harness import DeferredToolCall, DeferredToolRequests, DeferredToolResume
 from runs.harness.agent import AgentDefinition, ExecutableAgent
 from runs.harness.context import RunBindings
-from runs.harness.deferred import DeferredToolCall, DeferredToolRequests, DeferredToolResume
 from runs.harness.errors import DefinitionError, RunError
 from runs.harness.state import HarnessState
 

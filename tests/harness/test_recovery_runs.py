@@ -22,9 +22,9 @@ from pydantic_ai import (
     UserPromptPart,
 )
 
+from runs.harness import DeferredToolCall, DeferredToolRequests, DeferredToolResume
 from runs.harness.agent import AgentDefinition, ExecutableAgent
 from runs.harness.context import RunBindings
-from runs.harness.deferred import DeferredToolCall, DeferredToolRequests, DeferredToolResume
 from runs.harness.state import HarnessState
 from runs.harness.tools import recovery_retryable
 
