@@ -42,15 +42,34 @@ from .interrupted import INTERRUPTED_TOOL_RESULT, answered_call_ids, normalize_i
 from .tools import is_recovery_retryable
 
 __all__ = (
+    "TOOL_RECOVERY_CAPABILITY_ID",
     "TOOL_RECOVERY_MODES",
     "ToolRecoveryCapability",
     "ToolRecoveryMode",
     "ToolRecoveryPlan",
+    "is_recovery_replay",
     "prepare_tool_recovery",
+    "tool_call_approved",
 )
 
 ToolRecoveryMode = Literal["declared", "never", "always"]
 TOOL_RECOVERY_MODES: Final[tuple[ToolRecoveryMode, ...]] = get_args(ToolRecoveryMode)
+TOOL_RECOVERY_CAPABILITY_ID: Final = "a13n.harness.tool_recovery"
+
+
+def is_recovery_replay(ctx: RunContext[Any]) -> bool:
+    """Whether the tool call of `ctx` is a recovery replay, whose `ToolApproved` is replay permission only."""
+    capability = ctx.capabilities.get(TOOL_RECOVERY_CAPABILITY_ID)
+    return isinstance(capability, ToolRecoveryCapability) and capability.is_replay(ctx.tool_call_id)
+
+
+def tool_call_approved(ctx: RunContext[Any]) -> bool:
+    """Whether a person (or policy) really approved the tool call of `ctx`; use this in approval gates.
+
+    pydantic-ai reports a recovery replay as approved (`ctx.tool_call_approved`), because replay permission
+    travels as `ToolApproved`; a gate that trusted that flag would let a replay bypass approval.
+    """
+    return ctx.tool_call_approved and not is_recovery_replay(ctx)
 
 
 @dataclass(frozen=True)
@@ -70,7 +89,7 @@ class ToolRecoveryPlan:
 
     def capability(self) -> ToolRecoveryCapability[Any]:
         """A fresh capability applying this plan; add it to the run (one instance per Harness run)."""
-        return ToolRecoveryCapability(self)
+        return ToolRecoveryCapability(self, id=TOOL_RECOVERY_CAPABILITY_ID)
 
 
 def prepare_tool_recovery(
@@ -209,9 +228,10 @@ class ToolRecoveryCapability(AbstractCapability[AgentDepsT]):
         return CapabilityOrdering(position="outermost")
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
-        return _RecoveryToolset(toolset, on_prepared=self._surface_prepared, is_replay=self._is_replay)
+        return _RecoveryToolset(toolset, on_prepared=self._surface_prepared, is_replay=self.is_replay)
 
-    def _is_replay(self, tool_call_id: str | None) -> bool:
+    def is_replay(self, tool_call_id: str | None) -> bool:
+        """Whether this call is being replayed under recovery permission (until the next model request)."""
         return tool_call_id in self._replaying
 
     async def after_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any, result: Any) -> Any:

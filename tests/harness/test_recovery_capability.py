@@ -26,12 +26,12 @@ from pydantic_ai import (
 )
 from pydantic_ai import DeferredToolRequests as NativeRequests
 from pydantic_ai import DeferredToolResults as NativeResults
-from pydantic_ai.capabilities import SetToolMetadata
+from pydantic_ai.capabilities import AbstractCapability, SetToolMetadata
 from pydantic_ai.toolsets import ExternalToolset
 
 from runs.harness.deferred import DeferredToolCall, DeferredToolRequests, DeferredToolResume
 from runs.harness.errors import DefinitionError
-from runs.harness.recovery import prepare_tool_recovery
+from runs.harness.recovery import prepare_tool_recovery, tool_call_approved
 from runs.harness.tools import RECOVERY_RETRY_SAFE_METADATA_KEY, recovery_retryable
 
 from .recovery_support import Recorder, Spy, checkpoint_history, is_unknown, returns_by_id, unknown
@@ -325,3 +325,46 @@ async def test_replay_is_never_reported_as_an_approval_to_the_tool():
     assert spy.runs == []
     assert [call.tool_call_id for call in result.output.approvals] == ["c1"]
     assert result.output.metadata == {"c1": {"gate": "amount"}}
+
+
+async def test_policy_gates_see_a_replay_as_not_approved():
+    spy = Spy()
+    seen: list[tuple[bool, bool]] = []
+
+    class AmountGate(AbstractCapability[Any]):
+        async def after_tool_validate(self, ctx, *, call, tool_def, args):
+            seen.append((ctx.tool_call_approved, tool_call_approved(ctx)))
+            if args.get("x", 0) > 0 and not tool_call_approved(ctx):
+                raise ApprovalRequired(metadata={"rule": "amount"})
+            return args
+
+    result, _, _ = await recover(
+        checkpoint_history(), "always", tools=standard_tools(spy, a_declared=False), capabilities=[AmountGate()]
+    )
+
+    assert spy.runs == []
+    assert sorted(call.tool_call_id for call in result.output.approvals) == ["c1", "c2"]
+    assert seen == [(True, False), (True, False)]
+
+
+async def test_policy_gates_accept_a_real_approval():
+    spy = Spy()
+
+    class AmountGate(AbstractCapability[Any]):
+        async def after_tool_validate(self, ctx, *, call, tool_def, args):
+            if not tool_call_approved(ctx):
+                raise ApprovalRequired()
+            return args
+
+    a_call = checkpoint_history()[1].tool_calls[0]
+    fresh = DeferredToolResume(
+        DeferredToolRequests(approvals=[DeferredToolCall(a_call, a_call, "tool/%3Cagent%3E/a")]),
+        NativeResults(approvals={"c1": True}),
+    )
+    history = checkpoint_history(ModelRequest(parts=[ToolReturnPart("b", "ok", tool_call_id="c2")]))
+
+    result, _, _ = await recover(
+        history, "declared", tools=standard_tools(spy), accepted=fresh, capabilities=[AmountGate()]
+    )
+
+    assert spy.runs == [("a", {"x": 1})] and result.output == "done"
