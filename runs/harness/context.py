@@ -44,7 +44,7 @@ class RunBindings:
         return cls(**changes)
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class AgentContext:
     """The run-local context; `ctx.deps` of every tool and capability hook in a Harness run."""
 

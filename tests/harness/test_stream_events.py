@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from pydantic_ai import ModelResponse, PartDeltaEvent, RunContext, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import FunctionModel
 
 from runs.harness import (
     AgentContext,
@@ -131,3 +134,28 @@ async def test_invalid_arguments_fail_before_anything_runs():
     with pytest.raises(RunError) as error:
         executable().stream("go", bindings=object())  # type: ignore[arg-type]
     assert error.value.code == "run_bindings_invalid"
+
+
+async def test_a_stream_has_a_single_consumer():
+    """§3.2: a second concurrent `__anext__` is refused with run_stream_concurrent_next."""
+    release = asyncio.Event()
+
+    async def waiting_model(messages, info):
+        await release.wait()
+        yield "done"
+
+    stream = AgentDefinition(model=FunctionModel(stream_function=waiting_model)).build().stream("go")
+    async with stream:
+        items = aiter(stream)
+        assert (await anext(items)).sequence == 0
+        assert (await anext(items)).event.payload_type == "model_request_started"
+        pending = asyncio.create_task(anext(items))
+        await asyncio.sleep(0)
+        with pytest.raises(RunError) as error:
+            await anext(items)
+        assert error.value.code == "run_stream_concurrent_next"
+        release.set()
+        assert (await pending).sequence == 2
+        while not isinstance(await anext(items), HarnessRunResultEvent):
+            pass
+    assert stream.result.output == "done"
