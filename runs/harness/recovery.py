@@ -19,6 +19,7 @@ from typing import Any, Final, Literal, get_args
 from pydantic_ai import (
     ApprovalRequired,
     CallDeferred,
+    CallToolsNode,
     ModelMessage,
     ModelResponse,
     RunContext,
@@ -29,9 +30,7 @@ from pydantic_ai import (
     ToolFailed,
 )
 from pydantic_ai import DeferredToolResults as NativeDeferredToolResults
-from pydantic_ai._agent_graph import CallToolsNode
-from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.capabilities.abstract import CapabilityOrdering
+from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
