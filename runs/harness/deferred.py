@@ -100,11 +100,8 @@ class DeferredToolRequests:
         definitions = definitions or {}
 
         def entry(call: ToolCallPart) -> DeferredToolCall:
-            tool_def = definitions.get(call.tool_name)
-            identity = (
-                tool_identity(tool_def) if tool_def is not None else tool_identity(ToolDefinition(name=call.tool_name))
-            )
-            return DeferredToolCall(deepcopy(call), deepcopy(call), identity)
+            tool_def = definitions.get(call.tool_name) or ToolDefinition(name=call.tool_name)
+            return DeferredToolCall(deepcopy(call), deepcopy(call), tool_identity(tool_def))
 
         return cls(
             calls=[entry(call) for call in native_requests.calls],

@@ -109,7 +109,7 @@ def prepare_tool_recovery(
 
     supplied = _supplied_facts(accepted)
     messages = normalize_interrupted_history(history, close_pending_tools=mode == "never" and not supplied)
-    pending = _pending_calls(messages, provider_suspended_counts=bool(supplied))
+    pending = _pending_calls(messages, with_accepted_input=bool(supplied))
     if unexpected := set(supplied) - {call.tool_call_id for call in pending}:
         raise RunError(
             "accepted deferred input answers calls that are not pending in the checkpoint",
@@ -159,7 +159,7 @@ def _supplied_facts(accepted: DeferredToolResume | None) -> dict[str, tuple[Lite
     return supplied
 
 
-def _pending_calls(messages: Sequence[ModelMessage], *, provider_suspended_counts: bool) -> list[ToolCallPart]:
+def _pending_calls(messages: Sequence[ModelMessage], *, with_accepted_input: bool) -> list[ToolCallPart]:
     """Ordinary calls of the last response without any recorded result after it."""
     try:
         index = last_response_index(messages)
@@ -167,7 +167,7 @@ def _pending_calls(messages: Sequence[ModelMessage], *, provider_suspended_count
         return []
     response = messages[index]
     assert isinstance(response, ModelResponse)
-    if response.state == "suspended" and not provider_suspended_counts:
+    if response.state == "suspended" and not with_accepted_input:
         # A provider-suspended turn continues on the provider's native path.
         return []
     answered = answered_call_ids(messages[index + 1 :])
