@@ -345,3 +345,20 @@ async def test_seed_sample_interrupted_deferred_continuation():
     assert result.output == "done"
     assert isinstance(result.state.message_history[-1], ModelResponse)
     assert result.state.message_history[-1].parts == [TextPart("done")]
+
+
+@pytest.mark.parametrize(("mode", "b_runs"), [("never", False), ("declared", True)])
+async def test_interrupted_trailing_request_keeps_its_partial_results(mode, b_runs):
+    spy = Spy()
+    previous = checkpoint(
+        ModelRequest(parts=[ToolReturnPart("a", "first run", tool_call_id="c1")], state="interrupted")
+    )
+
+    result = await build(Recorder(), [recovery_retryable(spy.tool("a")), recovery_retryable(spy.tool("b"))]).run(
+        previous_state=previous, tool_recovery=mode
+    )
+
+    assert spy.runs == ([("b", {"x": 2})] if b_runs else [])
+    found = returns_by_id(result.state.message_history)
+    assert [part.content for part in found["c1"]] == ["first run"]
+    assert len(found["c2"]) == 1 and is_unknown(found["c2"][0]) is not b_runs
