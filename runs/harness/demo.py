@@ -9,6 +9,7 @@ The prompt chooses the behaviour (keywords, case-insensitive; several may combin
 * `slow` / `long` - calls `slow_step`, which takes a few seconds (a number in the prompt sets the seconds);
 * `fail` - the model fails mid-answer like a provider error (a failure candidate);
 * `tour` - lookup, delegation, then an approval, one step after the other;
+* `drill` - a fault drill: the unmarked, side-effecting `slow_step`, then the retryable lookups, then text;
 * anything else - thinks briefly and answers in text.
 
 Every response streams thinking and text in chunks. Side-effecting tools report each dispatch to a
@@ -56,6 +57,7 @@ __all__ = (
     "build_demo_agent",
     "demo_definition",
     "demo_model",
+    "demo_tools",
     "researcher_model",
 )
 
@@ -165,8 +167,15 @@ def _plan(prompt: str) -> list[_Step]:
         "I am requesting approval to deploy.",
         (("deploy_release", {"version": "1.4.2"}),),
     )
+    slow = _Step(
+        "This is long-running work.",
+        "Starting the long step.",
+        (("slow_step", {"seconds": _slow_seconds(lowered)}),),
+    )
     if _has(lowered, "tour"):
         return [lookup, delegate, deploy]
+    if _has(lowered, "drill"):
+        return [slow, lookup]
     steps: list[_Step] = []
     if _has(lowered, "look up", "lookup", "search"):
         steps.append(lookup)
@@ -181,13 +190,7 @@ def _plan(prompt: str) -> list[_Step]:
             )
         )
     if _has(lowered, "slow", "long"):
-        steps.append(
-            _Step(
-                "This is long-running work.",
-                "Starting the long step.",
-                (("slow_step", {"seconds": _slow_seconds(lowered)}),),
-            )
-        )
+        steps.append(slow)
     if _has(lowered, "deploy", "approve"):
         steps.append(deploy)
     return steps
@@ -289,6 +292,11 @@ def _side_effect_tools(recorder: ToolCallRecorder) -> list[Tool[Any]]:
         return f"finished after {seconds:g}s"
 
     return [Tool(deploy_release, requires_approval=True), Tool(ask_operator), Tool(slow_step)]
+
+
+def demo_tools(*, model: Model | str | None = None, recorder: ToolCallRecorder | None = None) -> dict[str, Tool[Any]]:
+    """The demo agent's tools by name (a Host registry can offer them to its own agent profiles)."""
+    return {tool.name: tool for tool in demo_definition(model=model, recorder=recorder).tools}
 
 
 def demo_definition(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic_ai import PartDeltaEvent, TextPartDelta, ThinkingPart, ToolDenied
 
 from runs.harness import DeferredToolResume, HarnessExtensionEvent, HarnessRunResultEvent, HarnessState
-from runs.harness.demo import JsonLinesRecorder, MemoryRecorder, build_demo_agent
+from runs.harness.demo import JsonLinesRecorder, MemoryRecorder, build_demo_agent, demo_tools
 from tests.harness.streams import collect
 
 
@@ -114,5 +114,26 @@ def test_real_model_strings_get_the_same_tools():
         "lookup_record",
         "deploy_release",
         "ask_operator",
+        "delegate_to_researcher",
+    }
+
+
+async def test_drill_runs_a_side_effect_then_retryable_lookups(tmp_path):
+    """The Host fault drill: an unmarked side-effecting call, then read-only lookups, then text."""
+    recorder = JsonLinesRecorder(tmp_path / "calls.jsonl")
+    result = await build_demo_agent(recorder=recorder).run("fault drill 0.01")
+    tools = [part.tool_name for message in result.state.message_history for part in getattr(message, "tool_calls", [])]
+    assert tools == ["slow_step", "lookup_record", "search_records"]
+    assert result.output.startswith("Here is what I found")
+    assert recorder.count("slow_step") == 1
+
+
+def test_demo_tools_by_name():
+    assert set(demo_tools()) == {
+        "lookup_record",
+        "search_records",
+        "deploy_release",
+        "ask_operator",
+        "slow_step",
         "delegate_to_researcher",
     }
