@@ -1,8 +1,9 @@
 """The host tool registry: the tools an agent profile may enable, by name.
 
 Profiles store tool names (`AgentProfile.enabled_tools`); a run resolves them here into native pydantic-ai
-`Tool`s. The registry holds the offline demo tools of `runs.harness.demo`; recovery-retryable ones carry the
-harness metadata already, so the Host needs no list of its own.
+`Tool`s. The registry holds the tools of the offline demo agent (`runs.harness.demo`), including its inline
+researcher delegation; recovery-retryable ones carry the harness metadata already, so the Host keeps no list
+of its own.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ __all__ = ("get_tool", "resolve", "tool_names")
 
 @cache
 def _registry() -> dict[str, Tool[Any]]:
-    from runs.harness.demo import demo_tools
+    from runs.harness.demo import demo_definition
 
-    return dict(demo_tools())
+    return {tool.name: tool for tool in demo_definition().tools}
 
 
 def tool_names() -> list[str]:

@@ -1,0 +1,282 @@
+"""Runs executed in this process: journal, timeline, checkpoints, suspension, recovery after a crash, forks."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from pydantic_ai import ToolReturnPart
+
+from runs.harness.deferred import DeferredToolResume
+from runs.harness.interrupted import is_unknown_result
+from runs.models import (
+    Checkpoint,
+    CheckpointKind,
+    DeferredRequest,
+    Execution,
+    ExecutionStatus,
+    Run,
+    RunReason,
+    RunStatus,
+    Thread,
+    TimelineEvent,
+    ToolDispatch,
+)
+from runs.services import checkpoints, executions, forks, journal, leases, recovery, runner
+from runs.services.codec import decode_item
+from tests.host import builders
+
+pytestmark = pytest.mark.django_db
+
+DEMO_TOOLS = [
+    "lookup_record",
+    "search_records",
+    "deploy_release",
+    "ask_operator",
+    "slow_step",
+    "delegate_to_researcher",
+]
+
+
+class Crash(BaseException):
+    """Stands in for kill -9: nothing below the worker's loop handles it."""
+
+
+@pytest.fixture
+def demo_thread() -> Thread:
+    return builders.thread(model="demo", tools=DEMO_TOOLS)
+
+
+@pytest.fixture(autouse=True)
+def _no_backoff(settings):
+    settings.HARNESS_RECOVERY_BACKOFF_SECONDS = 0
+
+
+def start(thread: Thread, text: str) -> Run:
+    return executions.start_execution(thread, text).runs.get()
+
+
+def assert_contiguous(execution: Execution) -> None:
+    positions = list(TimelineEvent.objects.filter(execution=execution).values_list("position", flat=True))
+    assert positions == list(range(1, len(positions) + 1))
+    for run in execution.runs.all():
+        indexes = list(run.journal.values_list("index", flat=True))
+        assert indexes == list(range(len(indexes)))
+        for source in set(run.journal.values_list("source_run_id", flat=True)):
+            sequences = list(run.journal.filter(source_run_id=source).values_list("source_sequence", flat=True))
+            assert sequences == list(range(len(sequences)))
+
+
+def dispatches(tool: str) -> list[str]:
+    return list(ToolDispatch.objects.filter(tool_name=tool).values_list("tool_call_id", flat=True))
+
+
+def test_a_demo_run_stores_journal_timeline_checkpoints_and_dispatches(demo_thread):
+    run = start(demo_thread, "Please look up REC-42")
+    assert runner.execute_run(run.pk) == "completed"
+    run.refresh_from_db()
+    execution = run.execution
+    assert (run.status, execution.status) == (RunStatus.COMPLETED, ExecutionStatus.COMPLETED)
+    assert run.run_id and run.lease_token is None and "REC-42" in run.output
+    assert_contiguous(execution)
+    types = list(TimelineEvent.objects.filter(run=run).values_list("event_type", flat=True))
+    assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
+    assert {"TOOL_CALL_START", "TOOL_CALL_RESULT", "REASONING_MESSAGE_START", "TEXT_MESSAGE_CONTENT"} <= set(types)
+    boundaries = Checkpoint.objects.filter(run=run, kind=CheckpointKind.BOUNDARY)
+    assert {cp.metadata["boundary"] for cp in boundaries} == {"model_request", "tool_execution"}
+    for checkpoint in boundaries:
+        # The journal item at a checkpoint's index is the boundary fact it was taken at.
+        assert run.journal.get(index=checkpoint.journal_index).kind == "harness.state.checkpoint_boundary"
+        checkpoints.load(checkpoint)
+    demo_thread.refresh_from_db()
+    terminal = demo_thread.selected_checkpoint
+    assert terminal.kind == CheckpointKind.TERMINAL and terminal.run_id == run.pk
+    assert terminal.journal_index == run.journal.count() - 1
+    assert ToolDispatch.objects.get(tool_name="lookup_record").recovery_retryable is True
+
+
+def test_a_suspended_run_waits_then_resumes_with_the_operators_answer(demo_thread):
+    run = start(demo_thread, "deploy the release")
+    assert runner.execute_run(run.pk) == "suspended"
+    execution = run.execution
+    execution.refresh_from_db()
+    assert execution.status == ExecutionStatus.WAITING and execution.finished_at is None
+    request = DeferredRequest.objects.get(execution=execution)
+    assert (request.tool_name, request.kind, request.args) == ("deploy_release", "approval", {"version": "1.4.2"})
+    suspended = decode_item(*run.journal.filter(kind="result.suspended").values_list("payload", "codec_version")[0])
+    deferred = suspended.result.deferred
+    assert [entry.target_call.tool_call_id for entry in deferred.approvals] == [request.tool_call_id]
+    assert dispatches("deploy_release") == []
+
+    with transaction.atomic():
+        resume_run = executions.resume_execution(
+            execution, DeferredToolResume(deferred, deferred.build_results(approve_all=True))
+        )
+    assert runner.execute_run(resume_run.pk) == "completed"
+    execution.refresh_from_db()
+    assert execution.status == ExecutionStatus.COMPLETED
+    assert dispatches("deploy_release") == [request.tool_call_id]
+    resume_run.refresh_from_db()
+    assert resume_run.reason == RunReason.RESUME and resume_run.run_id != run.run_id
+    assert_contiguous(execution)
+
+
+def crash_at_model_request(monkeypatch, number: int) -> None:
+    """Kill the worker when it is about to store its `number`-th model-request checkpoint."""
+    real = checkpoints.record
+    seen = {"count": 0}
+
+    def record(run, state, **kwargs):
+        if kwargs.get("metadata", {}).get("boundary") == "model_request":
+            seen["count"] += 1
+            if seen["count"] == number:
+                raise Crash
+        return real(run, state, **kwargs)
+
+    monkeypatch.setattr(checkpoints, "record", record)
+
+
+def expire_leases() -> None:
+    Run.objects.exclude(lease_token=None).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+
+@pytest.mark.parametrize(("mode", "slow_runs"), [("declared", 1), ("always", 2)])
+def test_a_crashed_run_is_recovered_by_a_new_run_from_the_last_checkpoint(demo_thread, monkeypatch, mode, slow_runs):
+    builders.configure_policy(tool_recovery=mode)
+    dead = start(demo_thread, "look up the record, then a slow 0.1 step")
+    # Third model request = after the slow step returned; the checkpoint before it still has the call open.
+    crash_at_model_request(monkeypatch, 3)
+    with pytest.raises(Crash):
+        runner.execute_run(dead.pk)
+    monkeypatch.undo()
+    assert len(dispatches("slow_step")) == 1
+
+    # Nothing happens while the lease is valid; once it expired the sweep takes over.
+    assert recovery.sweep().abandoned == 0
+    expire_leases()
+    report = recovery.sweep()
+    assert (report.abandoned, report.closed, report.recovered) == (1, 1, 1)
+    dead.refresh_from_db()
+    assert dead.status == RunStatus.ABANDONED and dead.lease_token is None
+    lane = list(TimelineEvent.objects.filter(run=dead).order_by("position"))
+    assert lane[-1].event_type == "RUN_ERROR" and lane[-1].journal_entry is None
+    assert lane[-1].event["code"] == recovery.WORKER_LOST
+
+    successor = Run.objects.get(previous_run=dead)
+    assert (successor.reason, successor.attempt, successor.tool_recovery) == (RunReason.RECOVERY, 2, mode)
+    assert successor.start_checkpoint.metadata == {"boundary": "tool_execution"}
+    assert runner.execute_run(successor.pk) == "completed"
+    successor.refresh_from_db()
+    assert successor.run_id not in (None, dead.run_id)
+    execution = successor.execution
+    execution.refresh_from_db()
+    assert execution.status == ExecutionStatus.COMPLETED
+    assert_contiguous(execution)
+    slow_calls = dispatches("slow_step")
+    assert len(slow_calls) == slow_runs and len(set(slow_calls)) == 1
+    final = checkpoints.load(execution.thread.selected_checkpoint)
+    returns = [p for m in final.message_history for p in m.parts if isinstance(p, ToolReturnPart)]
+    slow_return = next(p for p in returns if p.tool_name == "slow_step")
+    assert is_unknown_result(slow_return) is (mode == "declared")
+
+
+def test_recovery_gives_up_after_the_policys_attempts(demo_thread, monkeypatch):
+    builders.configure_policy(max_attempts=1)
+    dead = start(demo_thread, "look up REC-42")
+    crash_at_model_request(monkeypatch, 2)
+    with pytest.raises(Crash):
+        runner.execute_run(dead.pk)
+    expire_leases()
+    report = recovery.sweep()
+    assert (report.abandoned, report.failed, report.recovered) == (1, 1, 0)
+    execution = Execution.objects.get(pk=dead.execution_id)
+    assert execution.status == ExecutionStatus.FAILED
+    assert execution.failure_code == recovery.RECOVERY_EXHAUSTED
+    assert "limit of 1 attempts" in execution.failure_message
+
+
+def test_a_cancel_request_reaches_the_running_worker(demo_thread):
+    builders.configure_policy(lease_seconds=1)
+    run = start(demo_thread, "a slow 3 step")
+    executions.cancel_execution(run.execution)
+    assert runner.execute_run(run.pk) == "cancelled"
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED and run.execution.status == ExecutionStatus.CANCELLED
+
+
+def test_a_tampered_checkpoint_is_refused_and_nothing_is_written(demo_thread):
+    selected = demo_thread.selected_checkpoint
+    Checkpoint.objects.filter(pk=selected.pk).update(state_json=selected.state_json.replace("[]", "[ ]", 1))
+    with pytest.raises(checkpoints.CheckpointError, match="was altered: its digest does not match"):
+        checkpoints.load(Checkpoint.objects.get(pk=selected.pk))
+    run = start(demo_thread, "hello")
+    assert runner.execute_run(run.pk) == "failed: checkpoint invalid"
+    run.refresh_from_db()
+    assert run.failure_code == "checkpoint_invalid" and "altered" in run.failure_message
+    assert not run.journal.exists() and not TimelineEvent.objects.exists()
+    demo_thread.refresh_from_db()
+    assert demo_thread.selected_checkpoint_id == selected.pk
+
+
+def test_the_selected_checkpoint_moves_only_forward_and_only_with_the_lease(demo_thread):
+    run = start(demo_thread, "hello")
+    lease = leases.acquire(run.pk)
+    state = checkpoints.load(demo_thread.selected_checkpoint)
+    newer = checkpoints.record(
+        run, state, lease=lease, kind=CheckpointKind.TERMINAL, journal_index=None, select_it=True
+    )
+    with pytest.raises(checkpoints.CheckpointError, match="already selected a newer checkpoint"), transaction.atomic():
+        checkpoints.select(demo_thread, demo_thread.checkpoints.get(kind=CheckpointKind.INITIAL), lease=lease)
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    before = Checkpoint.objects.count()
+    with pytest.raises(leases.LeaseLost):
+        checkpoints.record(run, state, lease=lease, kind=CheckpointKind.TERMINAL, journal_index=None, select_it=True)
+    assert Checkpoint.objects.count() == before
+    demo_thread.refresh_from_db()
+    assert demo_thread.selected_checkpoint_id == newer.pk
+
+
+def test_a_fork_continues_from_any_checkpoint_as_a_new_thread(demo_thread):
+    run = start(demo_thread, "Please look up REC-42")
+    runner.execute_run(run.pk)
+    source = Checkpoint.objects.filter(run=run, kind=CheckpointKind.BOUNDARY).order_by("pk")[1]
+    fork = forks.fork_thread(source, title="what if")
+    assert fork.thread_id != demo_thread.thread_id and fork.forked_from == source
+    forked_state = checkpoints.load(fork.selected_checkpoint)
+    assert forked_state.message_history == checkpoints.load(source).message_history
+    assert forked_state.thread_id == fork.thread_id
+    follow_up = start(fork, "hello again")
+    assert runner.execute_run(follow_up.pk) == "completed"
+    demo_thread.refresh_from_db()
+    assert demo_thread.selected_checkpoint.run_id == run.pk
+
+
+def test_the_database_allows_one_active_execution_per_thread_and_one_leased_run_per_execution(demo_thread):
+    run = start(demo_thread, "hello")
+    with pytest.raises(executions.ExecutionBusy):
+        executions.start_execution(demo_thread, "again")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Execution.objects.create(
+            thread=demo_thread, number=9, policy_version=run.policy_version, status=ExecutionStatus.WAITING
+        )
+    Run.objects.filter(pk=run.pk).update(lease_token="a" * 32)
+    second = executions.new_run(run.execution, reason=RunReason.RECOVERY, previous=run)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Run.objects.filter(pk=second.pk).update(lease_token="b" * 32)
+
+
+def test_the_journal_prefix_rebuilds_the_runs_projection(demo_thread):
+    from asgiref.sync import async_to_sync
+
+    from observers.agui import HarnessAguiStreamObserver
+    from runs.services.projection import dump_event
+
+    run = start(demo_thread, "research the outage")
+    runner.execute_run(run.pk)
+    observer = HarnessAguiStreamObserver()
+    async_to_sync(observer.resume)(journal.read_prefix(run))
+    stored = [event.event for event in TimelineEvent.objects.filter(run=run).order_by("position")]
+    assert [dump_event(event) for event in observer.snapshot()] == stored
+    assert any(event.get("subagentRunId") for event in stored)
