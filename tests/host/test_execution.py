@@ -232,7 +232,7 @@ def test_the_selected_checkpoint_moves_only_forward_and_only_with_the_lease(demo
     Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     before = Checkpoint.objects.count()
     with pytest.raises(leases.LeaseLost):
-        checkpoints.record(run, state, lease=lease, **terminal)
+        checkpoints.record(run, state, lease=lease, kind=CheckpointKind.TERMINAL, journal_index=None, select_it=True)
     assert Checkpoint.objects.count() == before
     demo_thread.refresh_from_db()
     assert demo_thread.selected_checkpoint_id == newer.pk
