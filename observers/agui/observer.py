@@ -151,6 +151,21 @@ def _fragmented(item: SourceItem, events: list[BaseEvent]) -> list[BaseEvent]:
 
 
 def _detached(event: BaseEvent) -> BaseEvent:
-    """A copy sharing nothing mutable with `event`, without the cost of deep-copying plain strings."""
-    nested = {name: copy.deepcopy(value) for name, value in event.__dict__.items() if not isinstance(value, _IMMUTABLE)}
-    return event.model_copy(update=nested)
+    """A copy sharing nothing mutable with `event`; cheaper than a deep copy, which dominated `observe()`."""
+    clone = event.model_copy()
+    fields = clone.__dict__
+    for name, value in fields.items():
+        if not isinstance(value, _IMMUTABLE):
+            fields[name] = _copied(value)
+    return clone
+
+
+def _copied(value: Any) -> Any:
+    # Event payloads are JSON-shaped (CUSTOM values, raw events), so plain containers cover almost everything.
+    if type(value) is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_copied(item) for item in value]
+    if isinstance(value, _IMMUTABLE):
+        return value
+    return copy.deepcopy(value)
