@@ -21,6 +21,7 @@ from pydantic_ai import (
     CallDeferred,
     CallToolsNode,
     ModelMessage,
+    ModelRequest,
     ModelResponse,
     RunContext,
     ToolApproved,
@@ -135,6 +136,9 @@ def prepare_tool_recovery(
         else:
             results.approvals[tool_call_id] = ToolApproved()
             replay.append(call)
+    if isinstance(tail := messages[-1], ModelRequest) and tail.state == "interrupted" and not tail.parts:
+        # A cancelled tool step leaves an empty interrupted request; the resumed step records the results.
+        messages = messages[:-1]
     if accepted is not None:
         answered_here = {*results.calls, *results.approvals}
         results.metadata = {

@@ -202,3 +202,14 @@ def test_nothing_to_recover():
 def test_unknown_mode_is_rejected():
     with pytest.raises(ValueError):
         prepare_tool_recovery(checkpoint_history(), "sometimes")  # type: ignore[arg-type]
+
+
+def test_empty_interrupted_request_of_a_cancelled_tool_step_is_dropped():
+    history = checkpoint_history(ModelRequest(parts=[], state="interrupted"))
+
+    declared = prepare_tool_recovery(history, "declared")
+    never = prepare_tool_recovery(history, "never")
+
+    assert list(declared.history) == checkpoint_history()
+    assert replay_ids(declared) == ["c1", "c2"]
+    assert [is_unknown(part) for part in never.history[-1].parts] == [True, True]
