@@ -269,6 +269,13 @@ class ToolRecoveryCapability(AbstractCapability[AgentDepsT]):
         self, ctx: RunContext[AgentDepsT], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any
     ) -> Any:
         if call.tool_call_id in self._replaying:
+            if self._awaiting_surface:
+                # Fail closed: without the surface decision an undeclared side effect could run again.
+                raise RunError(
+                    "tool recovery could not decide a replay from the prepared tool surface",
+                    code="tool_recovery_unresolved",
+                    details={"tool_call_id": call.tool_call_id},
+                )
             if tool_def.kind == "unapproved":
                 raise ApprovalRequired()
             if tool_def.kind == "external":

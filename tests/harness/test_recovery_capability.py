@@ -30,7 +30,7 @@ from pydantic_ai.capabilities import AbstractCapability, SetToolMetadata
 from pydantic_ai.toolsets import ExternalToolset
 
 from runs.harness.deferred import DeferredToolCall, DeferredToolRequests, DeferredToolResume
-from runs.harness.errors import DefinitionError
+from runs.harness.errors import DefinitionError, RunError
 from runs.harness.recovery import prepare_tool_recovery, tool_call_approved
 from runs.harness.tools import RECOVERY_RETRY_SAFE_METADATA_KEY, recovery_retryable
 
@@ -368,3 +368,13 @@ async def test_policy_gates_accept_a_real_approval():
     )
 
     assert spy.runs == [("a", {"x": 1})] and result.output == "done"
+
+
+async def test_a_replay_the_surface_never_decided_fails_closed():
+    capability = prepare_tool_recovery(checkpoint_history(), "declared").capability()
+    a_call = checkpoint_history()[1].tool_calls[0]
+
+    with pytest.raises(RunError) as caught:
+        await capability.after_tool_validate(None, call=a_call, tool_def=ToolDefinition(name="a"), args={"x": 1})
+
+    assert caught.value.code == "tool_recovery_unresolved"
