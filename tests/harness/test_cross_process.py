@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -38,27 +39,29 @@ CONTINUE = textwrap.dedent(
 )
 
 
-async def test_state_saved_in_one_process_continues_in_another(tmp_path: Path):
+def test_state_saved_in_one_process_continues_in_another(tmp_path: Path):
     def script(messages, info):
-        return ModelResponse(parts=[TextPart('Plan: three steps.')])
+        return ModelResponse(parts=[TextPart("Plan: three steps.")])
 
-    first = await AgentDefinition(model=scripted_model(script)).build().run(
-        'Draft the plan', previous_state=HarnessState.new(thread_id='thr_crossprocess1')
+    first = asyncio.run(
+        AgentDefinition(model=scripted_model(script))
+        .build()
+        .run("Draft the plan", previous_state=HarnessState.new(thread_id="thr_crossprocess1"))
     )
-    saved, answer = tmp_path / 'state.json', tmp_path / 'answer.json'
+    saved, answer = tmp_path / "state.json", tmp_path / "answer.json"
     saved.write_text(first.state.model_dump_json())
 
     subprocess.run(
-        [sys.executable, '-c', CONTINUE, str(saved), str(answer)],
+        [sys.executable, "-c", CONTINUE, str(saved), str(answer)],
         check=True,
         cwd=Path(__file__).resolve().parents[2],
         timeout=120,
     )
 
     reply = json.loads(answer.read_text())
-    continued = HarnessState.model_validate(reply['state'])
-    assert continued.thread_id == first.thread_id == 'thr_crossprocess1'
-    assert reply['run_id'] != first.run_id
-    assert reply['output'] == "seen 3 messages, prompts ['Draft the plan', 'Review it']"
+    continued = HarnessState.model_validate(reply["state"])
+    assert continued.thread_id == first.thread_id == "thr_crossprocess1"
+    assert reply["run_id"] != first.run_id
+    assert reply["output"] == "seen 3 messages, prompts ['Draft the plan', 'Review it']"
     assert continued.message_history[:2] == first.state.message_history
     assert len(continued.message_history) == 4
