@@ -121,6 +121,7 @@ class HarnessRunStream(Generic[OutputT]):
         self._child_sequences: dict[str, int] = {}
         self._candidate: HarnessRunResult[OutputT] | None = None
         self._error: BaseException | None = None
+        self._diagnostic_error: BaseException | None = None
         self._torn_down = False
         self._shutdown_state: HarnessState | None = None
         self._shutdown_error: BaseException | None = None
@@ -145,6 +146,11 @@ class HarnessRunStream(Generic[OutputT]):
     def outcome(self) -> HarnessRunResult[OutputT] | None:
         """After close: the last validated candidate, delivered or not (see `RunCleanupError`)."""
         return self._outcome if self._phase == "closed" else None
+
+    @property
+    def diagnostic_error(self) -> BaseException | None:
+        """The exception behind a failed outcome, for Host logs only (never shown to users or stored)."""
+        return self._diagnostic_error
 
     @property
     def usage(self) -> RunUsageSummary:
@@ -249,7 +255,7 @@ class HarnessRunStream(Generic[OutputT]):
             raise
         except Exception as exc:
             # Not a run outcome (e.g. a harness error or a bug): the consumer raises it after teardown.
-            self._error = exc
+            self._error = self._diagnostic_error = exc
         await self._queue.put(_END)
 
     async def _drive(self) -> HarnessRunResult[OutputT]:
@@ -340,6 +346,7 @@ class HarnessRunStream(Generic[OutputT]):
         self, code: str, message: str, error: BaseException | None, *, retry_hint: RetryHint = "dependency_change"
     ) -> HarnessRunResult[OutputT]:
         details = {} if error is None else {"error_type": type(error).__name__}
+        self._diagnostic_error = error
         return HarnessRunResult(
             thread_id=self.thread_id,
             run_id=self.run_id,

@@ -24,6 +24,7 @@ from runs.harness import (
     INTERRUPTED_TOOL_RESULT,
     AgentContext,
     AgentDefinition,
+    HarnessExtensionEvent,
     HarnessRunResultEvent,
     RunCleanupError,
 )
@@ -54,10 +55,16 @@ async def test_failed_run_keeps_finished_thinking_and_streamed_text():
         "lo",
         {2: DeltaToolCall(name="lookup", json_args='{"q": "un', tool_call_id="c1")},
     )
-    result = await AgentDefinition(model=model, tools=[lookup]).build().run("go")
+    stream = AgentDefinition(model=model, tools=[lookup]).build().stream("go")
+    async with stream:
+        items = [item async for item in stream]
+    result = stream.result
 
     assert result.status == "failed"
     assert result.failure.code == "agent_run_failed"
+    assert isinstance(stream.diagnostic_error, ModelHTTPError)
+    lifecycle = [item.event.payload_type for item in items[:-1] if isinstance(item.event, HarnessExtensionEvent)]
+    assert lifecycle == ["run_started", "model_request_started", "model_request_failed"]
     assert result.failure.retry_hint == "dependency_change"
     assert "bad request" not in result.failure.model_dump_json()
     tail = result.state.message_history[-1]
