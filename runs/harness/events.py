@@ -40,6 +40,7 @@ __all__ = (
     "is_run_started",
     "lifecycle_event",
     "run_started_event",
+    "utc_now",
 )
 
 OutputT = TypeVar("OutputT")
