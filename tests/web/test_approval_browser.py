@@ -1,0 +1,156 @@
+"""Approvals in real Chromium against daphne, the RQ worker and Redis: decide, resume live, stale tabs, admin."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runs.models import (
+    Decision,
+    DecisionSubmission,
+    DeferredRequest,
+    Execution,
+    ExecutionStatus,
+    Thread,
+    ToolDispatch,
+    Verdict,
+)
+from runs.services import executions
+from tests.conftest import log_in
+from tests.host import builders
+from tests.services import wait_until
+
+TOOLS = ["lookup_record", "search_records", "deploy_release", "ask_operator"]
+
+
+@pytest.fixture
+def demo_thread() -> Thread:
+    return builders.thread(model="demo", tools=TOOLS)
+
+
+def wait_for_status(execution: Execution, *statuses: str, timeout: float = 60) -> None:
+    def reached() -> bool:
+        execution.refresh_from_db()
+        return execution.status in statuses
+
+    wait_until(reached, timeout=timeout, what=f"execution {execution.pk} to become {' or '.join(statuses)}")
+
+
+def suspend_on_records(thread: Thread) -> Execution:
+    builders.configure_policy(
+        approval_rules=[
+            {"tool": "lookup_record", "reason": "Records are private."},
+            {"tool": "search_records", "reason": "Searches leave traces."},
+        ]
+    )
+    execution = executions.start_execution(thread, "look up REC-42")
+    wait_for_status(execution, ExecutionStatus.WAITING)
+    return execution
+
+
+def row(page, tool_name: str):
+    return page.locator(".deferred-request", has=page.locator(f"code.tool-name:text-is('{tool_name}')"))
+
+
+def test_an_operator_edits_one_call_denies_another_and_the_execution_resumes_live(
+    live_stack, operator_user, page, demo_thread
+):
+    execution = suspend_on_records(demo_thread)
+    log_in(page, live_stack.base_url, "op", "op-password-1")
+    url = f"{live_stack.base_url}/executions/{execution.pk}/"
+    page.goto(url)
+    page.wait_for_selector('#connection[data-state="live"]', timeout=60_000)
+    second_tab = page.context.new_page()
+    second_tab.goto(url)
+
+    lookup, search = row(page, "lookup_record"), row(page, "search_records")
+    assert "Records are private." in lookup.locator(".reason").inner_text()
+    lookup.locator("input[value=edit]").check()
+    lookup.locator("textarea").fill(json.dumps({"record_id": 7}))
+    search.locator("input[value=deny]").check()
+    search.locator("input[type=text]").fill("No searching today.")
+    page.click("button.submit-decisions")
+    # The browser checks the tool's JSON schema before anything is sent.
+    assert "record_id: expected string" in lookup.locator(".row-error").inner_text()
+    assert not DecisionSubmission.objects.exists()
+
+    lookup.locator("textarea").fill(json.dumps({"record_id": "REC-7"}))
+    page.dblclick("button.submit-decisions")
+
+    page.wait_for_selector(".approval-done", timeout=60_000)
+    page.wait_for_selector('#execution-status:text-is("completed")', timeout=60_000)
+    assert page.locator(".lane-head").count() == 2
+    assert page.url == url, "the page was never reloaded"
+    assert DecisionSubmission.objects.count() == 1
+    decisions = {d.request.tool_name: d for d in Decision.objects.select_related("request", "decided_by")}
+    assert decisions["lookup_record"].approved_args == {"record_id": "REC-7"}
+    assert decisions["lookup_record"].decided_by == operator_user
+    assert (decisions["search_records"].verdict, decisions["search_records"].message) == (
+        Verdict.DENIED,
+        "No searching today.",
+    )
+    assert list(ToolDispatch.objects.values_list("tool_name", "args")) == [("lookup_record", {"record_id": "REC-7"})]
+
+    row(second_tab, "lookup_record").locator("input[value=approve]").check()
+    row(second_tab, "search_records").locator("input[value=approve]").check()
+    second_tab.click("button.submit-decisions")
+    error = second_tab.locator(".approval-error")
+    error.wait_for(timeout=60_000)
+    assert "superseded" in error.inner_text()
+    assert DecisionSubmission.objects.count() == 1
+
+
+def test_a_user_without_the_permission_sees_the_requests_but_cannot_submit(
+    live_stack, django_user_model, page, demo_thread
+):
+    django_user_model.objects.create_user("watcher", password="watcher-password-1")
+    execution = suspend_on_records(demo_thread)
+    log_in(page, live_stack.base_url, "watcher", "watcher-password-1")
+    page.goto(f"{live_stack.base_url}/executions/{execution.pk}/")
+
+    assert "Read-only" in page.locator(".approval-set").inner_text()
+    assert page.locator("#approval-form").count() == 0
+    status = page.evaluate(
+        """async (url) => {
+            const token = document.cookie.split('; ').find((c) => c.startsWith('csrftoken=')).split('=')[1];
+            const body = new FormData();
+            body.append('csrfmiddlewaretoken', token);
+            body.append('checkpoint', '1');
+            body.append('submission_key', 'forged');
+            const response = await fetch(url, {method: 'POST', body, credentials: 'same-origin'});
+            return response.status;
+        }""",
+        f"{live_stack.base_url}/executions/{execution.pk}/approvals/",
+    )
+    assert status == 403
+    assert not DecisionSubmission.objects.exists()
+    assert set(DeferredRequest.objects.values_list("status", flat=True)) == {"pending"}
+
+
+def test_editing_the_policy_in_admin_makes_the_next_run_suspend_on_that_tool(
+    live_stack, django_user_model, page, demo_thread
+):
+    django_user_model.objects.create_superuser("boss", password="boss-password-1")
+    before = executions.start_execution(demo_thread, "look up REC-5")
+    wait_for_status(before, ExecutionStatus.COMPLETED)
+
+    page.goto(f"{live_stack.base_url}/admin/login/")
+    page.fill("input[name=username]", "boss")
+    page.fill("input[name=password]", "boss-password-1")
+    page.click("input[type=submit]")
+    page.goto(f"{live_stack.base_url}/admin/runs/hostpolicy/")
+    page.click("text=default")
+    page.fill("textarea[name=approval_rules]", json.dumps([{"tool": "lookup_record", "reason": "Admin says ask."}]))
+    page.fill("textarea[name=comment]", "lookups need a human")
+    page.click("input[name=_save]")
+    page.wait_for_selector(".messagelist .success")
+
+    after = executions.start_execution(demo_thread, "look up REC-5")
+    wait_for_status(after, ExecutionStatus.WAITING)
+
+    request = DeferredRequest.objects.get(execution=after)
+    assert (request.tool_name, request.reason) == ("lookup_record", "Admin says ask.")
+    assert after.policy_version.created_by.username == "boss"
+    page.goto(f"{live_stack.base_url}/admin/runs/hostpolicy/{after.policy_version.policy_id}/change/")
+    assert "lookups need a human" in page.locator(".inline-group").inner_text()
