@@ -21,6 +21,7 @@ from runs.models import (
     Execution,
     ExecutionStatus,
     Run,
+    RunStatus,
     Thread,
     TimelineEvent,
 )
@@ -209,9 +210,14 @@ def format_duration(duration: timedelta | None) -> str:
 
 
 def run_duration(run: Run, now: datetime | None = None) -> timedelta | None:
+    """Start to finish; a run still under way counts until now, one that ended without a finish time has none."""
     if run.started_at is None:
         return None
-    return (run.finished_at or now or timezone.now()) - run.started_at
+    if run.finished_at is not None:
+        return run.finished_at - run.started_at
+    if run.status == RunStatus.RUNNING:
+        return (now or timezone.now()) - run.started_at
+    return None
 
 
 def lanes_of(execution: Execution) -> list[Lane]:

@@ -60,12 +60,18 @@ function setStatus(element, status) {
   element.className = `${element.className.replace(/\bstatus-\S+/g, "").trim()} status-${status}`;
 }
 
+// AG-UI usage is a list of TokenUsage entries (one per model/provider).
 function usageText(usage) {
-  if (!usage) return null;
-  const parts = [`in ${usage.inputTokens ?? 0}`, `out ${usage.outputTokens ?? 0}`];
-  if (usage.reasoningTokens) parts.push(`reasoning ${usage.reasoningTokens}`);
-  if (usage.cachedInputTokens) parts.push(`cached ${usage.cachedInputTokens}`);
-  return `tokens: ${parts.join(" · ")}`;
+  const entries = Array.isArray(usage) ? usage : usage ? [usage] : [];
+  if (entries.length === 0) return null;
+  const texts = entries.map((entry) => {
+    const parts = [`in ${entry.inputTokens ?? 0}`, `out ${entry.outputTokens ?? 0}`];
+    if (entry.reasoningTokens) parts.push(`reasoning ${entry.reasoningTokens}`);
+    if (entry.cachedInputTokens) parts.push(`cached ${entry.cachedInputTokens}`);
+    const label = [entry.provider, entry.model].filter(Boolean).join(" ");
+    return `${label ? `${label}: ` : ""}${parts.join(" · ")}`;
+  });
+  return `tokens: ${texts.join("; ")}`;
 }
 
 // One visible entry of a lane: a message, a tool call, a terminal card, a group of harness events, ...
@@ -231,7 +237,9 @@ class Lane {
     const start = startedAt ? Date.parse(startedAt) : this.firstTimestamp;
     if (start === null || Number.isNaN(start)) return;
     let end = finishedAt ? Date.parse(finishedAt) : null;
-    if (end === null) end = status === "running" || !this.lastTimestamp ? Date.now() : this.lastTimestamp;
+    if (end === null && status === "running") end = Date.now();
+    if (end === null) end = this.lastTimestamp;
+    if (end === null) return;
     this.head.querySelector(".lane-duration").textContent = formatDuration(Math.max(0, end - start) / 1000);
   }
 
@@ -410,6 +418,8 @@ class Timeline {
     this.touched = new Set();
     this.wanted = null;
     this.resets = 0;
+    this.received = 0; // event frames received, duplicates included
+    this.subscriptions = []; // the cursor sent with each subscribe
     this.hasApprovalForm = Boolean(document.getElementById("approval-form"));
     for (const summary of config.runs) this.lane(summary);
     window.addEventListener("hashchange", () => this.want(location.hash));
@@ -495,11 +505,11 @@ class Timeline {
       } else {
         item.args = item.section("arguments", "tool-args").appendChild(el("pre", "json"));
       }
+      item.children = el("div", "tool-children");
+      item.body.append(item.children);
       item.result = item.section("result", "tool-result");
       item.result.append(el("pre", "json"));
       item.result.hidden = true;
-      item.children = el("div", "tool-children");
-      item.body.append(item.children);
       scope.tools.set(toolCallId, item);
       if (name) this.toolsById.set(toolCallId, name);
     }
@@ -529,6 +539,7 @@ class Timeline {
   receive(message) {
     switch (message.type) {
       case "event":
+        this.received += 1;
         if (message.position <= this.cursor) return; // already have it (never expected; cheap to guard)
         this.cursor = message.position;
         this.queue.push(message);
@@ -639,7 +650,15 @@ class Timeline {
     const target = item.reveal(this.wanted) ?? item.element;
     for (const old of this.root.querySelectorAll(".highlight")) old.classList.remove("highlight");
     target.classList.add("highlight");
-    target.scrollIntoView({ block: "center" });
+    // Items off screen are laid out with an estimated height (content-visibility), so the first scroll can
+    // land short; scrolling again once the neighbours have their real size settles it.
+    let settles = 3;
+    const scroll = () => {
+      target.scrollIntoView({ block: "center" });
+      settles -= 1;
+      if (settles > 0) requestAnimationFrame(scroll);
+    };
+    scroll();
     this.wanted = null;
   }
 }
@@ -649,7 +668,9 @@ const timeline = new Timeline(document.getElementById("timeline"), config);
 timeline.socket = new ReconnectingSocket(config.socket, {
   onOpen: () => {
     timeline.setConnection("replaying");
-    timeline.socket.send({ type: "subscribe", execution: config.execution, after: timeline.cursor || null });
+    const after = timeline.cursor || null;
+    timeline.subscriptions.push(after);
+    timeline.socket.send({ type: "subscribe", execution: config.execution, after });
   },
   onMessage: (message) => timeline.receive(message),
   onState: (state) => timeline.setConnection(state),

@@ -23,6 +23,7 @@ from runs.models import AgentProfile, Execution, HostPolicy, HostPolicyVersion, 
 
 _counter = itertools.count(1)
 START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+UNFINISHED = {"queued", "running"}
 
 
 def encoded(event: BaseEvent) -> dict:
@@ -59,6 +60,7 @@ def make_run(execution: Execution, *, reason: str = "initial", status: str = "ru
         status=status,
         policy_version=execution.policy_version,
         started_at=fields.pop("started_at", START),
+        finished_at=fields.pop("finished_at", None if status in UNFINISHED else START + timedelta(seconds=4)),
         **fields,
     )
 
@@ -69,6 +71,9 @@ def append_events(run: Run, events: Iterable[BaseEvent], *, subagent_run_id: str
     rows = []
     for offset, event in enumerate(events, start=1):
         data = encoded(event)
+        occurred_at = START + timedelta(milliseconds=last + offset)
+        # The projection stamps every event with its source item's time.
+        data.setdefault("timestamp", int(occurred_at.timestamp() * 1000))
         rows.append(
             TimelineEvent(
                 execution=run.execution,
@@ -77,7 +82,7 @@ def append_events(run: Run, events: Iterable[BaseEvent], *, subagent_run_id: str
                 subagent_run_id=subagent_run_id or data.get("subagentRunId", ""),
                 event_type=data["type"],
                 event=data,
-                occurred_at=START + timedelta(milliseconds=last + offset),
+                occurred_at=occurred_at,
             )
         )
     return TimelineEvent.objects.bulk_create(rows)

@@ -108,7 +108,7 @@ def test_raw_event_view_and_its_json(client_in):
     execution = seed.make_execution()
     run = seed.make_run(execution)
     result = ToolCallResultEvent(message_id="c1:result", tool_call_id="c1", content="<script>alert(1)</script>")
-    seed.append_events(run, [result])
+    (stored,) = seed.append_events(run, [result])
     body = client_in.get(f"/executions/{execution.pk}/events/1/").content.decode()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "<script>alert" not in body
     assert f'href="/executions/{execution.pk}/#pos-1"' in body
@@ -118,7 +118,7 @@ def test_raw_event_view_and_its_json(client_in):
         "run_id": run.run_id,
         "run": run.pk,
         "subagent_run_id": "",
-        "event": seed.encoded(result),
+        "event": seed.encoded(result) | {"timestamp": stored.event["timestamp"]},
     }
     assert client_in.get(f"/executions/{execution.pk}/events/2/").status_code == 404
 

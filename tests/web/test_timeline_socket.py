@@ -127,7 +127,12 @@ async def test_frames_carry_run_and_the_standard_agui_encoding(seeded_run):
         "run_id": run.run_id,
         "run": run.pk,
         "subagent_run_id": "",
-        "event": {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "chunk 1096 "},
+        "event": {
+            "type": "TEXT_MESSAGE_CONTENT",
+            "timestamp": events[0]["event"]["timestamp"],
+            "messageId": "m1",
+            "delta": "chunk 1096 ",
+        },
     }
     await communicator.disconnect()
 

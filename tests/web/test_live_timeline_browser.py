@@ -1,0 +1,126 @@
+"""Live demo executions in real Chromium: daphne + RQ worker + Redis, the page fed over the websocket.
+
+Each test compares the positions the page shows with the positions stored in the database: the same set,
+each exactly once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runs.models import AgentProfile, Execution, TimelineEvent
+from runs.services import executions
+from tests.conftest import log_in
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+DEMO_TOOLS = [
+    "lookup_record",
+    "search_records",
+    "deploy_release",
+    "ask_operator",
+    "slow_step",
+    "delegate_to_researcher",
+]
+RUN_TIMEOUT_MS = 60_000
+
+
+@pytest.fixture
+def demo_thread(live_stack):
+    profile = AgentProfile.objects.create(name="demo", model="demo", enabled_tools=DEMO_TOOLS)
+    return executions.create_thread(profile, title="Live demo")
+
+
+@pytest.fixture
+def operator_page(live_stack, operator_user, page):
+    log_in(page, live_stack.base_url, "op", "op-password-1")
+    return page
+
+
+def start_from_the_thread_page(page, base_url: str, thread, text: str) -> Execution:
+    page.goto(f"{base_url}/threads/{thread.pk}/")
+    page.fill("#new-input", text)
+    page.click(".new-execution button[type=submit]")
+    page.wait_for_url(f"{base_url}/executions/*/")
+    return Execution.objects.get(pk=int(page.url.rstrip("/").rsplit("/", 1)[1]))
+
+
+def wait_for_status(page, status: str) -> None:
+    page.wait_for_selector(f"#execution-status.status-{status}", timeout=RUN_TIMEOUT_MS)
+
+
+def wait_until_everything_is_drawn(page, execution: Execution) -> list[int]:
+    stored = list(TimelineEvent.objects.filter(execution=execution).values_list("position", flat=True))
+    page.wait_for_selector(f'#timeline[data-rendered="{stored[-1]}"]', timeout=RUN_TIMEOUT_MS)
+    return stored
+
+
+def dom_positions(page) -> list[int]:
+    return page.evaluate(
+        """() => Array.from(document.querySelectorAll('#timeline [data-positions]'))
+              .flatMap(el => el.dataset.positions.split(' ').map(Number))
+              .sort((a, b) => a - b)"""
+    )
+
+
+def test_a_demo_execution_appears_live_while_it_runs(operator_page, live_stack, demo_thread):
+    execution = start_from_the_thread_page(
+        operator_page, live_stack.base_url, demo_thread, "Research the outage, then run a slow step of 5 seconds"
+    )
+    # The slow step is still running when its tool card shows up: the card came over the live socket.
+    slow = operator_page.locator(".item-tool", has_text="slow_step")
+    slow.wait_for(timeout=RUN_TIMEOUT_MS)
+    assert operator_page.locator("#execution-status").inner_text() == "running"
+    assert operator_page.locator(".lane-head .lane-status").inner_text() == "running"
+    assert operator_page.locator("#connection").get_attribute("data-state") == "live"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    operator_page.screenshot(path=str(SCREENSHOTS / "live-run.png"), full_page=True)
+
+    wait_for_status(operator_page, "completed")
+    operator_page.locator(".item-finished").wait_for(timeout=RUN_TIMEOUT_MS)
+    stored = wait_until_everything_is_drawn(operator_page, execution)
+    assert dom_positions(operator_page) == stored == list(range(1, len(stored) + 1))
+    assert operator_page.locator(".lane-head .lane-status").inner_text() == "completed"
+    # The researcher child ran inline: its lane is nested in the delegation tool's card.
+    nested = operator_page.locator(".item-tool", has_text="delegate_to_researcher").locator(".item-subagent")
+    assert nested.count() == 1
+    assert "Research summary" in nested.inner_text()
+    # Nothing was received twice.
+    assert operator_page.evaluate("() => window.harnessTimeline.received") == len(stored)
+
+
+def test_reloading_mid_run_shows_the_same_timeline_without_gaps_or_doubles(operator_page, live_stack, demo_thread):
+    execution = start_from_the_thread_page(
+        operator_page, live_stack.base_url, demo_thread, "Look up the records, then a slow step of 4 seconds"
+    )
+    operator_page.locator(".item-tool", has_text="slow_step").wait_for(timeout=RUN_TIMEOUT_MS)
+    before = dom_positions(operator_page)
+    operator_page.reload()
+    operator_page.locator(".item-tool", has_text="slow_step").wait_for()
+    after_reload = dom_positions(operator_page)
+    assert after_reload[: len(before)] == before
+    wait_for_status(operator_page, "completed")
+    operator_page.locator(".item-finished").wait_for(timeout=RUN_TIMEOUT_MS)
+    stored = wait_until_everything_is_drawn(operator_page, execution)
+    assert dom_positions(operator_page) == stored == list(range(1, len(stored) + 1))
+    assert operator_page.evaluate("() => window.harnessTimeline.received") == len(stored)
+
+
+def test_the_page_resumes_from_its_cursor_after_daphne_restarts(operator_page, live_stack, demo_thread):
+    execution = start_from_the_thread_page(
+        operator_page, live_stack.base_url, demo_thread, "Run a slow step of 6 seconds, then look up the records"
+    )
+    operator_page.locator(".item-tool", has_text="slow_step").wait_for(timeout=RUN_TIMEOUT_MS)
+    live_stack.restart_daphne()
+    wait_for_status(operator_page, "completed")
+    operator_page.locator(".item-finished").wait_for(timeout=RUN_TIMEOUT_MS)
+    stored = wait_until_everything_is_drawn(operator_page, execution)
+    assert dom_positions(operator_page) == stored == list(range(1, len(stored) + 1))
+    subscriptions = operator_page.evaluate("() => window.harnessTimeline.subscriptions")
+    # First from nothing, then (after the restart) from the cursor it had, never from nothing again.
+    assert subscriptions[0] is None
+    assert len(subscriptions) >= 2
+    assert all(isinstance(after, int) and after > 0 for after in subscriptions[1:])
+    assert operator_page.evaluate("() => window.harnessTimeline.received") == len(stored)
+    assert operator_page.locator("#connection").get_attribute("data-state") == "live"

@@ -1,0 +1,219 @@
+"""The execution timeline in real Chromium against daphne + Redis, on timelines written straight into the database.
+
+Live runs through the RQ worker are in test_live_timeline_browser.py; these cover rendering: lanes side by side,
+nested child lanes, escaping, permalinks and large executions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ag_ui.core import (
+    CustomEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    SubagentFinishedEvent,
+    SubagentStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    TokenUsage,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+
+from runs.models import TimelineEvent
+from tests.conftest import log_in
+from tests.web import seed
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+@pytest.fixture
+def operator_page(live_stack, operator_user, page):
+    log_in(page, live_stack.base_url, "op", "op-password-1")
+    return page
+
+
+def open_execution(page, base_url: str, execution, fragment: str = "") -> None:
+    page.goto(f"{base_url}/executions/{execution.pk}/{fragment}")
+    last = TimelineEvent.objects.filter(execution=execution).order_by("-position").first()
+    page.wait_for_selector(f'#timeline[data-rendered="{last.position}"]')
+    page.wait_for_selector('#connection[data-state="live"]')
+
+
+def dom_positions(page) -> list[int]:
+    return page.evaluate(
+        """() => Array.from(document.querySelectorAll('#timeline [data-positions]'))
+              .flatMap(el => el.dataset.positions.split(' ').map(Number))
+              .sort((a, b) => a - b)"""
+    )
+
+
+def tool_call(call_id: str, name: str, args: str, *, subagent: str | None = None):
+    extra = {"subagent_run_id": subagent} if subagent else {}
+    return [
+        ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name, **extra),
+        ToolCallArgsEvent(tool_call_id=call_id, delta=args, **extra),
+        ToolCallEndEvent(tool_call_id=call_id, **extra),
+    ]
+
+
+def crashed_and_recovered_execution():
+    """A first run that died mid-answer and the recovery run that finished the work."""
+    execution = seed.make_execution(seed.make_thread("Recovered after a crash"), status="completed")
+    thread_id = execution.thread.thread_id
+    first = seed.make_run(execution, status="abandoned")
+    seed.append_events(
+        first,
+        [
+            RunStartedEvent(thread_id=thread_id, run_id=first.run_id),
+            ReasoningMessageStartEvent(message_id="r1", role="reasoning"),
+            ReasoningMessageContentEvent(message_id="r1", delta="The user wants REC-7; "),
+            ReasoningMessageContentEvent(message_id="r1", delta="look it up first."),
+            ReasoningMessageEndEvent(message_id="r1"),
+            *tool_call("call-1", "lookup_record", '{"record_id": "REC-7"}'),
+            ToolCallResultEvent(message_id="call-1:result", tool_call_id="call-1", content='{"id": "REC-7"}'),
+            TextMessageStartEvent(message_id="t1", role="assistant"),
+            TextMessageContentEvent(message_id="t1", delta="Record REC-7 is "),
+        ],
+    )
+    second = seed.make_run(execution, reason="recovery", previous_run=first, status="completed")
+    seed.append_events(
+        second,
+        [
+            RunStartedEvent(thread_id=thread_id, run_id=second.run_id),
+            CustomEvent(name="a13n.harness.lifecycle", value={"type": "model_request_started"}),
+            CustomEvent(name="a13n.harness.lifecycle", value={"type": "model_request_completed"}),
+            TextMessageStartEvent(message_id="t2", role="assistant"),
+            *[TextMessageContentEvent(message_id="t2", delta=part) for part in ["Record ", "REC-7 ", "is active."]],
+            TextMessageEndEvent(message_id="t2"),
+            RunFinishedEvent(
+                thread_id=thread_id,
+                run_id=second.run_id,
+                outcome={"type": "success"},
+                result="Record REC-7 is active.",
+                usage=[TokenUsage(input_tokens=120, output_tokens=30, total_tokens=150)],
+            ),
+        ],
+    )
+    return execution, first, second
+
+
+def test_a_recovery_run_is_a_second_lane_beside_the_first(operator_page, live_stack):
+    execution, first, _ = crashed_and_recovered_execution()
+    open_execution(operator_page, live_stack.base_url, execution)
+    heads = operator_page.locator(".lane-head")
+    assert heads.count() == 2
+    assert heads.nth(0).locator(".lane-run").inner_text() == first.run_id
+    assert heads.nth(1).locator(".lane-reason").inner_text().lower() == "recovery"
+    assert heads.nth(0).locator(".lane-status").inner_text() == "abandoned"
+
+    first_lane_item = operator_page.locator("#pos-1").bounding_box()
+    second_lane_item = operator_page.locator("#pos-12").bounding_box()
+    last_of_first = operator_page.locator("#pos-10").bounding_box()
+    # Side by side: the recovery run's column is to the right; aligned in time: it starts below the first run's end.
+    assert second_lane_item["x"] > first_lane_item["x"] + first_lane_item["width"] - 1
+    assert second_lane_item["y"] > last_of_first["y"]
+
+    # Deltas fold into one message; reasoning is collapsed; CUSTOM events fold into one group.
+    assert operator_page.locator(".item-message").count() == 2
+    assert operator_page.locator(".item-message").nth(1).locator(".message-text").inner_text() == (
+        "Record REC-7 is active."
+    )
+    assert not operator_page.locator("details.reasoning").evaluate("d => d.open")
+    assert operator_page.locator(".item-group summary").inner_text().startswith("2 events")
+    assert '"id": "REC-7"' in operator_page.locator(".item-tool .tool-result pre").inner_text()
+    assert "in 120" in operator_page.locator(".item-finished .usage").inner_text()
+    assert dom_positions(operator_page) == list(range(1, 21))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    operator_page.screenshot(path=str(SCREENSHOTS / "side-by-side-lanes.png"), full_page=True)
+
+
+def test_a_child_run_is_a_nested_lane_under_its_tool_call(operator_page, live_stack):
+    execution = seed.make_execution(seed.make_thread("Delegation"), status="completed")
+    run = seed.make_run(execution, status="completed")
+    child = "run-child-researcher"
+    thread_id = execution.thread.thread_id
+    seed.append_events(
+        run,
+        [
+            RunStartedEvent(thread_id=thread_id, run_id=run.run_id),
+            *tool_call("call-d", "delegate_to_researcher", '{"task": "find REC-9"}'),
+            SubagentStartedEvent(subagent_run_id=child, name="researcher", parent_tool_call_id="call-d"),
+            TextMessageStartEvent(message_id="c1", role="assistant", subagent_run_id=child),
+            TextMessageContentEvent(message_id="c1", delta="Child found REC-9.", subagent_run_id=child),
+            TextMessageEndEvent(message_id="c1", subagent_run_id=child),
+            SubagentFinishedEvent(subagent_run_id=child, outcome={"type": "success"}),
+            ToolCallResultEvent(message_id="call-d:result", tool_call_id="call-d", content="REC-9 summary"),
+            RunErrorEvent(message="model provider unavailable", code="model_http_error"),
+        ],
+    )
+    open_execution(operator_page, live_stack.base_url, execution)
+    nested = operator_page.locator(".item-tool .tool-children .item-subagent")
+    assert nested.count() == 1
+    assert child in nested.locator(".item-extra").first.inner_text()
+    assert nested.locator(".badge").first.inner_text() == "completed"
+    assert nested.locator(".item-message .message-text").inner_text() == "Child found REC-9."
+    # The child's message is not in the parent's own column.
+    assert operator_page.locator("#timeline > .item-message").count() == 0
+    assert "model provider unavailable" in operator_page.locator(".item-error").inner_text()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    operator_page.screenshot(path=str(SCREENSHOTS / "nested-child-lane.png"), full_page=True)
+
+
+def test_model_and_tool_text_is_shown_as_text_never_as_html(operator_page, live_stack):
+    execution = seed.make_execution(seed.make_thread("Hostile output"), status="completed")
+    run = seed.make_run(execution, status="completed")
+    payload = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"><b>bold</b>'
+    seed.append_events(
+        run,
+        [
+            RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id),
+            *tool_call("call-x", "<b>tool</b>", '{"q": "<i>x</i>"}'),
+            ToolCallResultEvent(message_id="call-x:result", tool_call_id="call-x", content=payload),
+            TextMessageStartEvent(message_id="t", role="assistant"),
+            TextMessageContentEvent(message_id="t", delta=payload),
+            TextMessageEndEvent(message_id="t"),
+            CustomEvent(name="<b>custom</b>", value={"html": payload}),
+        ],
+    )
+    open_execution(operator_page, live_stack.base_url, execution)
+    operator_page.locator(".item-group summary").click()
+    assert operator_page.locator(".item-tool .tool-result pre").inner_text() == payload
+    assert operator_page.locator(".item-message .message-text").inner_text() == payload
+    assert operator_page.locator(".item-tool .item-label").inner_text() == "tool <b>tool</b>"
+    assert operator_page.locator("#timeline script, #timeline img, #timeline b, #timeline i").count() == 0
+    assert operator_page.evaluate("() => window.__pwned") is None
+
+
+def test_a_permalink_scrolls_to_its_event_and_highlights_it(operator_page, live_stack):
+    execution = seed.make_execution(seed.make_thread("Long answer"), status="completed")
+    run = seed.make_run(execution, status="completed")
+    events = [RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id)]
+    for n in range(60):
+        events += tool_call(f"call-{n}", "lookup_record", f'{{"record_id": "REC-{n}"}}')
+    seed.append_events(run, events)
+    # Position 153 is the TOOL_CALL_ARGS of call-50: its item is that tool call's card.
+    open_execution(operator_page, live_stack.base_url, execution, "#pos-153")
+    highlighted = operator_page.locator(".highlight")
+    assert highlighted.count() == 1
+    assert highlighted.get_attribute("id") == "pos-152"
+    assert "call-50" in highlighted.locator(".item-extra").inner_text()
+    assert highlighted.is_visible()
+    operator_page.wait_for_function(
+        "() => { const r = document.querySelector('.highlight').getBoundingClientRect();"
+        " return r.top >= 0 && r.bottom <= window.innerHeight; }"
+    )
+    # The raw view of an event links back to this permalink.
+    operator_page.goto(f"{live_stack.base_url}/executions/{execution.pk}/events/153/")
+    assert "TOOL_CALL_ARGS" in operator_page.locator("pre.raw-event").inner_text()
+    operator_page.click("text=Show in timeline")
+    operator_page.wait_for_selector(".highlight#pos-152")
