@@ -160,11 +160,7 @@ class RunConversion:
             self.events.append(terminal_event(item))
             return
         event = item.event
-        handler = _handler(type(event))
-        if handler is None:
-            self.emit_custom(PYDANTIC_AI_PREFIX + event.event_kind, native_json(event))
-        else:
-            handler(self, event)
+        (_handler(type(event)) or _fallback)(self, event)
 
     def close_messages(self) -> None:
         """End every open text and reasoning message; open tool calls never reached AG-UI, so they just go."""
