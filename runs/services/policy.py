@@ -23,6 +23,7 @@ from pydantic_ai import ApprovalRequired, RunContext, ToolCallPart, ToolDefiniti
 from pydantic_ai.capabilities import AbstractCapability
 
 from observers.agui.processor import MUTABLE_FIELDS
+from runs.harness.recovery import tool_call_approved
 from runs.models import HostPolicy, HostPolicyVersion
 
 APPROVAL_CAPABILITY_ID = "host.approval_policy"
@@ -134,9 +135,9 @@ class HostApprovalCapability(AbstractCapability[Any]):
 
     Unconditional rules mark the tool definitions `kind="unapproved"`, which is pydantic-ai's own
     approval path. Argument conditions can only be judged once the call's arguments are validated, so they
-    raise `ApprovalRequired` from `after_tool_validate` unless this very call was approved. On a resume
-    the rules are those of the resuming Run's policy version, so an approval never bypasses the current
-    policy; whether an approval may be replayed after a crash is decided by the engine, not here.
+    raise `ApprovalRequired` from `after_tool_validate` unless a person approved this very call; a recovery
+    replay (which pydantic-ai also reports as approved) asks again, since an approval is never replay
+    permission. On a resume the rules are those of the resuming Run's policy version.
     """
 
     policy: ApprovalPolicy = dataclasses.field(default_factory=ApprovalPolicy)
@@ -154,7 +155,7 @@ class HostApprovalCapability(AbstractCapability[Any]):
         self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any
     ) -> Any:
         if (
-            not ctx.tool_call_approved
+            not tool_call_approved(ctx)
             and tool_def.kind == "function"
             and isinstance(args, Mapping)
             and self.policy.conditional_match(tool_def.name, args)

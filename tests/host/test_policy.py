@@ -17,15 +17,18 @@ from ag_ui.core import (
 from pydantic_ai import (
     Agent,
     DeferredToolRequests,
+    ModelRequest,
     ModelResponse,
     TextPart,
     ToolApproved,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models.function import FunctionModel
 
 from observers.agui.processor import apply_processor
+from runs.harness.recovery import prepare_tool_recovery
 from runs.models import HostPolicy, HostPolicyVersion
 from runs.services.policy import (
     REDACTED,
@@ -270,3 +273,26 @@ def test_publishing_refuses_invalid_rules_without_writing():
         publish_policy_version(policy, created_by=None, approval_rules=[{"tool": ""}])
 
     assert not HostPolicyVersion.objects.exists()
+
+
+async def test_a_recovery_replay_of_a_conditionally_gated_call_asks_for_approval_again():
+    """Recovery replays carry pydantic-ai's `ToolApproved` as replay permission, which is not an approval."""
+    history = [
+        ModelRequest(parts=[UserPromptPart("go")]),
+        ModelResponse(parts=[ToolCallPart("transfer", {"amount": 5000}, tool_call_id="c-big")]),
+    ]
+    plan = prepare_tool_recovery(history, "always")
+    agent = Agent(
+        FunctionModel(script),
+        output_type=[str, DeferredToolRequests],
+        capabilities=[plan.capability(), approval_capability(version(approval_rules=RULES))],
+    )
+
+    @agent.tool_plain
+    def transfer(amount: int) -> str:
+        return f"sent {amount}"
+
+    result = await agent.run(message_history=plan.history, deferred_tool_results=plan.deferred_tool_results)
+
+    assert isinstance(result.output, DeferredToolRequests)
+    assert [call.tool_call_id for call in result.output.approvals] == ["c-big"]
