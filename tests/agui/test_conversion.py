@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -31,6 +32,7 @@ from ag_ui.core import (
 )
 from pydantic_ai import (
     BinaryContent,
+    CapabilityEvent,
     DeferredToolResults,
     FunctionToolResultEvent,
     PartDeltaEvent,
@@ -44,6 +46,7 @@ from pydantic_ai import (
     ToolCallPartDelta,
     ToolReturnPart,
 )
+from pydantic_ai.messages import CustomEvent as NativeCustomEvent
 from pydantic_ai.messages import DeferredToolResultsEvent, EnqueuedMessagesEvent, FinalResultEvent
 
 from observers.agui import (
@@ -456,3 +459,28 @@ def test_output_is_a_valid_agui_stream(run: SourceRun, observer: HarnessAguiObse
     snapshot = observer.snapshot()
     assert_agui_stream(snapshot, complete=True)
     assert snapshot[-1].type == EventType.RUN_FINISHED
+
+
+@dataclass(kw_only=True)
+class StepDone(CapabilityEvent, namespace="demo"):
+    step: int = 0
+
+
+@dataclass(kw_only=True)
+class Progress(NativeCustomEvent):
+    percent: int = 0
+
+
+def test_capability_and_native_custom_events(run: SourceRun, observer: HarnessAguiObserver) -> None:
+    (capability,) = observer.observe(run.item(StepDone(step=2)))
+    (progress,) = observer.observe(run.item(Progress(name="progress", percent=40)))
+    assert isinstance(capability, CustomEvent) and capability.name == "demo.step_done"
+    assert capability.value["event"]["step"] == 2
+    assert isinstance(progress, CustomEvent) and progress.name == "a13n.pydantic_ai.custom"
+    assert progress.value["event"] == {
+        "name": "progress",
+        "tool_call_id": None,
+        "tool_name": None,
+        "event_kind": "custom",
+        "percent": 40,
+    }
