@@ -104,6 +104,8 @@ class HostPolicyForm(forms.ModelForm):
         current = self.instance.current_version if self.instance.pk else None
         for name in POLICY_VERSION_FIELDS:
             self.fields[name].initial = getattr(current, name) if current else _default(name)
+        rules = self.fields["approval_rules"]
+        rules.help_text = f"{rules.help_text} Host tools: {', '.join(toolbox.tool_names())}."
 
     def clean_approval_rules(self) -> list[Any]:
         rules = self.cleaned_data["approval_rules"] or []

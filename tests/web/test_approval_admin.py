@@ -62,6 +62,7 @@ def test_editing_a_policy_publishes_a_new_version_and_running_work_keeps_its_own
 
     page = admin_client.get(change_url(policy)).content.decode()
     assert "gate lookups" in page and "approval_rules" in page and "Records are private." in page
+    assert "Host tools: " + ", ".join(toolbox.tool_names()) in page
 
 
 def test_invalid_rules_are_shown_as_form_errors_and_publish_nothing(admin_client):
