@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterable
+from collections.abc import AsyncGenerator, AsyncIterable
 from typing import Any
 
 from ag_ui.core import BaseEvent, CustomEvent
@@ -76,8 +76,15 @@ class HarnessAguiObserver:
         self._resuming = True
         try:
             staged = self._staging_observer()
-            async for item in history:
-                staged._observe(item)
+            items = aiter(history)
+            try:
+                async for item in items:
+                    staged._observe(item)
+            except BaseException:
+                # A journal cursor behind an abandoned history should not wait for garbage collection.
+                if isinstance(items, AsyncGenerator):
+                    await items.aclose()
+                raise
             self._thread_id = staged._thread_id
             self._run_id = staged._run_id
             self._state = staged._state

@@ -275,3 +275,26 @@ async def test_resume_fragments_like_observe() -> None:
     await resumed.resume(history(items))
     assert resumed.snapshot() == live.snapshot()
     assert all(isinstance(event, CustomEvent) for event in resumed.snapshot()[1:])
+
+
+async def test_an_abandoned_history_generator_is_closed() -> None:
+    prefix, _ = text_run()
+    closed: list[bool] = []
+
+    async def journal_cursor() -> AsyncIterator[Any]:
+        try:
+            for item in prefix:
+                yield item
+        finally:
+            closed.append(True)
+
+    def broken(item: Any, event: BaseEvent) -> BaseEvent:
+        if isinstance(item, HarnessEvent) and item.sequence == 3:
+            raise RuntimeError("processor failed")
+        return event
+
+    observer = HarnessAguiObserver(processor=broken)
+    with pytest.raises(RuntimeError):
+        await observer.resume(journal_cursor())
+    assert closed == [True]
+    assert_fresh(observer)
