@@ -429,7 +429,11 @@ class HarnessRunStream(Generic[OutputT]):
         await self._producer
         causes = await self._teardown()
         if causes:
-            raise RunCleanupError("the run was not torn down cleanly", outcome=self._candidate, causes=causes)
+            # The run's own failure comes first: it is what the Host must reconcile before anything else.
+            failure = [self._error] if self._error is not None else []
+            raise RunCleanupError(
+                "the run was not torn down cleanly", outcome=self._candidate, causes=[*failure, *causes]
+            )
         if self._error is not None:
             raise self._error
         assert self._candidate is not None

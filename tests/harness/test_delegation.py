@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from pydantic_ai import ModelResponse, TextPart, Tool, ToolCallPart, ToolReturnPart
+from pydantic_ai import ModelResponse, RunContext, TextPart, Tool, ToolCallPart, ToolReturnPart
 
-from runs.harness import AgentDefinition, HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, HarnessState
+from runs.harness import (
+    AgentContext,
+    AgentDefinition,
+    HarnessEvent,
+    HarnessExtensionEvent,
+    HarnessRunResultEvent,
+    HarnessState,
+    RunError,
+)
 from runs.harness.delegation import inline_delegation_tool
-from runs.harness.events import run_started_event
+from runs.harness.events import run_started_event, utc_now
 from runs.harness.scripted import scripted_model
 from runs.harness.subagents import SUBAGENTS_NAMESPACE, RetainedChildren
 from tests.harness.streams import collect
@@ -106,3 +114,32 @@ async def test_children_cannot_suspend_on_deferred_tools():
     assert result.output.endswith("(failed)")
     failed = [payload for item in items if (payload := _delegation(item)) and payload["action"] == "failed"]
     assert [payload["status"] for payload in failed] == ["failed"]
+
+
+async def test_only_registered_children_can_be_forwarded():
+    """§4.2: the parent refuses items of runs it did not start and sequences that do not increase."""
+
+    async def tamper(ctx: RunContext[AgentContext]) -> str:
+        stranger = HarnessEvent("thr_other1", "run-stranger", 0, utc_now(), run_started_event())
+        codes = []
+        try:
+            await ctx.deps.forward(stranger)
+        except RunError as error:
+            codes.append(error.code)
+        ctx.deps.register_child(run_id="run-child", thread_id="thr_child9")
+        first = HarnessEvent("thr_child9", "run-child", 0, utc_now(), run_started_event())
+        await ctx.deps.forward(first)
+        try:
+            await ctx.deps.forward(first)
+        except RunError as error:
+            codes.append(error.code)
+        return ",".join(codes)
+
+    def script(messages, info):
+        returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+        if returns:
+            return ModelResponse(parts=[TextPart(returns[0].content)])
+        return ModelResponse(parts=[ToolCallPart("tamper", {}, "t1")])
+
+    result = await AgentDefinition(model=scripted_model(script), tools=[tamper]).build().run("go")
+    assert result.output == "event_run_mismatch,event_sequence_invalid"

@@ -195,3 +195,26 @@ async def test_cancel_before_entry_runs_nothing():
     assert calls == []
     assert items[-1].result.status == "cancelled"
     assert items[-1].result.state is None
+
+
+async def test_cleanup_failure_after_a_run_error_lists_the_run_error_first():
+    """S82: when the run itself broke and teardown failed too, the run's error is the first cause."""
+
+    async def broken_cleanup() -> None:
+        raise OSError("could not release the workspace")
+
+    async def crash(ctx: RunContext[AgentContext]) -> str:
+        ctx.deps.add_cleanup(broken_cleanup)
+        raise LookupError("a bug in a tool")
+
+    def script(messages, info):
+        return ModelResponse(parts=[ToolCallPart("crash", {}, "x1")])
+
+    stream = AgentDefinition(model=scripted_model(script), tools=[crash]).build().stream("go")
+    with pytest.raises(RunCleanupError) as error:
+        async with stream:
+            async for _ in stream:
+                pass
+    assert [type(cause) for cause in error.value.causes] == [LookupError, OSError]
+    assert error.value.outcome is None
+    assert error.value.details == {"cause_count": 2}
