@@ -283,7 +283,7 @@ def _side_effect_tools(recorder: ToolCallRecorder) -> list[Tool[Any]]:
 
     def ask_operator(question: str) -> str:
         """Ask the human operator a question; the answer arrives later."""
-        raise CallDeferred(metadata={"question": question})
+        raise CallDeferred(metadata={"question": question}, kind="question")
 
     async def slow_step(seconds: float) -> str:
         """Do long-running work for a number of seconds."""
