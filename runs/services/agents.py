@@ -7,14 +7,25 @@ from typing import Any
 from pydantic_ai.capabilities import AbstractCapability
 
 from runs.harness.agent import AgentDefinition, ExecutableAgent
+from runs.harness.demo import INSTRUCTIONS, demo_model
 from runs.models import AgentProfile, Run
 
 from . import toolbox
 from .policy import approval_capability
 
-__all__ = ("DEMO_MODEL", "build_executable", "profile_snapshot")
+__all__ = ("DEMO_MODEL", "DEMO_PROFILE", "build_executable", "ensure_demo_profile", "profile_snapshot")
 
 DEMO_MODEL = "demo"
+DEMO_PROFILE = "demo"
+
+
+def ensure_demo_profile() -> AgentProfile:
+    """The offline demo profile (scripted model, every demo tool), created on first use."""
+    profile, _ = AgentProfile.objects.get_or_create(
+        name=DEMO_PROFILE,
+        defaults={"model": DEMO_MODEL, "instructions": INSTRUCTIONS, "enabled_tools": toolbox.tool_names()},
+    )
+    return profile
 
 
 def profile_snapshot(profile: AgentProfile) -> dict[str, Any]:
@@ -31,8 +42,6 @@ def build_executable(run: Run, *, extra_capabilities: list[AbstractCapability[An
     snapshot = run.profile_snapshot
     model: Any = snapshot["model"]
     if model == DEMO_MODEL:
-        from runs.harness.demo import demo_model
-
         model = demo_model()
     definition: AgentDefinition[Any] = AgentDefinition(
         name=snapshot["name"],

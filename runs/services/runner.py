@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +49,7 @@ from .policy import approval_reason, expiry_for, redaction_processor
 from .projection import RunProjection
 from .publishing import publish_execution_status
 
-__all__ = ("QUESTION_TOOL", "execute_run")
+__all__ = ("QUESTION_TOOL", "SimulatedCrash", "execute_run")
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,10 @@ QUESTION_TOOL = "ask_user_question"
 _db = sync_to_async
 
 
+class SimulatedCrash(BaseException):
+    """Ends a worker loop abruptly, as kill -9 would: no result, the lease left to expire (demos only)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Start:
     state: HarnessState
@@ -65,17 +70,23 @@ class _Start:
     resume: DeferredToolResume | None
 
 
-def execute_run(run_pk: int) -> str:
-    """Run a queued Run to its end on this worker; returns a short outcome for the RQ job's result."""
+def execute_run(run_pk: int, *, crash_after_boundaries: int | None = None) -> str:
+    """Run a queued Run to its end on this worker; returns a short outcome for the RQ job's result.
+
+    `crash_after_boundaries` simulates a worker crash for demonstrations: the loop stops dead after that
+    many checkpoints, leaving the lease to expire so the recovery sweep takes over.
+    """
     lease = leases.acquire(run_pk)
     if lease is None:
         return "skipped: the run is not queued"
     publish_status_now(lease.execution_pk)
     try:
-        return async_to_sync(_drive)(run_pk, lease)
+        return async_to_sync(_drive)(run_pk, lease, crash_after_boundaries)
     except LeaseLost as exc:
         log.warning("%s", exc)
         return "stopped: lease lost"
+    except SimulatedCrash:
+        return "crashed (simulated): the lease will expire"
 
 
 def publish_status_now(execution_pk: int) -> None:
@@ -110,7 +121,25 @@ def _heartbeat_once(lease: Lease) -> bool:
     return Execution.objects.filter(pk=lease.execution_pk, cancel_requested=True).exists()
 
 
-async def _heartbeat(lease: Lease, cancel: Any) -> None:
+class _CancelSwitch:
+    """Cancels the stream once it exists; a cancel that came earlier is applied when it is attached."""
+
+    def __init__(self) -> None:
+        self._target: Callable[[], None] | None = None
+        self._requested = False
+
+    def attach(self, target: Callable[[], None]) -> None:
+        self._target = target
+        if self._requested:
+            target()
+
+    def __call__(self) -> None:
+        self._requested = True
+        if self._target is not None:
+            self._target()
+
+
+async def _heartbeat(lease: Lease, cancel: _CancelSwitch) -> None:
     interval = max(lease.seconds / 3, 0.2)
     while True:
         await asyncio.sleep(interval)
@@ -124,7 +153,17 @@ async def _heartbeat(lease: Lease, cancel: Any) -> None:
             cancel()
 
 
-async def _drive(run_pk: int, lease: Lease) -> str:
+async def _drive(run_pk: int, lease: Lease, crash_after_boundaries: int | None) -> str:
+    # The heartbeat starts before anything slow (loading, building the agent) so the lease never lapses.
+    cancel = _CancelSwitch()
+    heartbeat = asyncio.create_task(_heartbeat(lease, cancel))
+    try:
+        return await _work(run_pk, lease, crash_after_boundaries, cancel)
+    finally:
+        heartbeat.cancel()
+
+
+async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, cancel: _CancelSwitch) -> str:
     try:
         run, start = await _db(_load)(run_pk)
     except checkpoints.CheckpointError as exc:
@@ -154,7 +193,7 @@ async def _drive(run_pk: int, lease: Lease) -> str:
     projection = RunProjection(
         run, HarnessAguiStreamObserver(processor=redaction_processor(run.policy_version), retain_events=False)
     )
-    heartbeat = asyncio.create_task(_heartbeat(lease, stream.cancel))
+    cancel.attach(stream.cancel)
     pending: list[HarnessStreamEvent[Any]] = []
     last_index = -1
 
@@ -183,6 +222,10 @@ async def _drive(run_pk: int, lease: Lease) -> str:
                         pending=stream.pending_deferred_input,
                         metadata={"boundary": boundary},
                     )
+                    if crash_after_boundaries is not None:
+                        crash_after_boundaries -= 1
+                        if crash_after_boundaries <= 0:
+                            raise SimulatedCrash
                     gate.release()
                 elif isinstance(item, HarnessRunResultEvent) or len(pending) >= BATCH_SIZE:
                     await flush()
@@ -197,8 +240,6 @@ async def _drive(run_pk: int, lease: Lease) -> str:
         log.exception("run %s failed in the host", run_pk)
         await _db(_record_failure)(lease, "host_error", f"The run stopped on an internal error ({type(exc).__name__}).")
         return "failed: host_error"
-    finally:
-        heartbeat.cancel()
     assert result is not None
     await _db(_record_result)(run, lease, result, last_index)
     return result.status

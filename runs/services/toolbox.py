@@ -13,13 +13,13 @@ from typing import Any
 
 from pydantic_ai import Tool
 
+from runs.harness.demo import demo_definition
+
 __all__ = ("get_tool", "resolve", "tool_names")
 
 
 @cache
 def _registry() -> dict[str, Tool[Any]]:
-    from runs.harness.demo import demo_definition
-
     return {tool.name: tool for tool in demo_definition().tools}
 
 

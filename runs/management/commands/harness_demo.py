@@ -1,0 +1,66 @@
+"""Fill the dashboard with demo executions on the offline scripted agent (run `bin/run` first).
+
+Most executions are queued for the RQ worker. One is started right here and stopped dead after a few
+checkpoints, as if its worker had been killed: once its lease expires the sweeper (`harness_recover`, the
+Procfile's `sweeper`) closes its lane and a recovery run on the worker finishes it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.core.management.base import BaseCommand
+
+from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionTrigger
+from runs.services import executions, runner
+from runs.services.agents import ensure_demo_profile
+
+PROMPTS = (
+    ("Record lookup", "Please look up REC-42 and search for related records."),
+    ("Research", "Research why the nightly export was slow."),
+    ("Deployment (needs approval)", "Deploy release 1.4.2 to production."),
+    ("Question for the operator", "Ask the operator which environment to use."),
+    ("Guided tour", "Give me the tour."),
+)
+CRASHED = ("Recovered after a crash", "Look up the record, then do the slow 2 second step.")
+CRASH_AFTER_BOUNDARIES = 4
+
+
+class Command(BaseCommand):
+    help = "Create the demo profile and start demo executions, one of them recovered after a simulated crash."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--wait", type=float, default=0, metavar="SECONDS", help="wait until every demo execution settled"
+        )
+
+    def handle(self, *args, wait: float = 0, **options):
+        profile = ensure_demo_profile()
+        started: list[Execution] = []
+        for title, prompt in PROMPTS:
+            thread = executions.create_thread(profile, title=title)
+            started.append(executions.start_execution(thread, prompt, trigger=ExecutionTrigger.DEMO))
+            self.stdout.write(f"queued: {title}")
+
+        title, prompt = CRASHED
+        thread = executions.create_thread(profile, title=title)
+        crashed = executions.start_execution(thread, prompt, trigger=ExecutionTrigger.DEMO)
+        run = crashed.runs.get()
+        # Taken here before a worker can: this process plays the worker that dies.
+        outcome = runner.execute_run(run.pk, crash_after_boundaries=CRASH_AFTER_BOUNDARIES)
+        lease_seconds = crashed.policy_version.lease_seconds
+        self.stdout.write(f"{title}: {outcome}; the sweeper recovers it about {lease_seconds}s from now")
+        started.append(crashed)
+
+        if wait:
+            self._wait(started, wait)
+
+    def _wait(self, started: list[Execution], seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        pending = {execution.pk for execution in started}
+        while pending and time.monotonic() < deadline:
+            active = Execution.objects.filter(pk__in=pending, status__in=ACTIVE_EXECUTION_STATUSES)
+            pending = set(active.exclude(status="waiting").values_list("pk", flat=True))
+            time.sleep(0.5)
+        for execution in Execution.objects.filter(pk__in=[e.pk for e in started]).select_related("thread"):
+            self.stdout.write(f"{execution.thread.title}: {execution.status} ({execution.runs.count()} runs)")

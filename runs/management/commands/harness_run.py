@@ -1,0 +1,88 @@
+"""Start an execution on a new thread and follow it in the terminal until it ends or waits."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from runs.models import AgentProfile, Execution, ExecutionStatus, TimelineEvent
+from runs.services import executions
+from runs.services.agents import DEMO_PROFILE, ensure_demo_profile
+
+_ENDED = (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED, ExecutionStatus.WAITING)
+
+
+class Command(BaseCommand):
+    help = 'Start an execution with PROMPT and follow its timeline (e.g. harness_run "look up REC-42").'
+
+    def add_arguments(self, parser):
+        parser.add_argument("prompt")
+        parser.add_argument("--profile", default=DEMO_PROFILE, help="agent profile name (default: the demo)")
+        parser.add_argument("--timeout", type=float, default=300, help="stop following after this many seconds")
+
+    def handle(self, *args, prompt: str, profile: str, timeout: float, **options):
+        if profile == DEMO_PROFILE:
+            chosen = ensure_demo_profile()
+        else:
+            chosen = AgentProfile.objects.filter(name=profile).first()
+            if chosen is None:
+                raise CommandError(f"no agent profile named {profile!r}")
+        thread = executions.create_thread(chosen, title=prompt[:80])
+        execution = executions.start_execution(thread, prompt)
+        self.stdout.write(f"thread {thread.thread_id}, execution #{execution.pk} queued (needs a running worker)")
+        self._follow(execution, timeout)
+
+    def _follow(self, execution: Execution, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        after = 0
+        status = execution.status
+        while time.monotonic() < deadline:
+            for event in TimelineEvent.objects.filter(execution=execution, position__gt=after).select_related("run"):
+                after = event.position
+                line = describe(event.event)
+                if line is not None:
+                    self.stdout.write(f"[run {event.run.number}] {line}", ending="\n" if line.endswith("\n") else "")
+            execution.refresh_from_db()
+            if execution.status != status:
+                status = execution.status
+                self.stdout.write(f"\n-- execution {status}")
+            if status in _ENDED and not TimelineEvent.objects.filter(execution=execution, position__gt=after).exists():
+                break
+            time.sleep(0.3)
+        else:
+            self.stdout.write(f"\n-- still {status} after {timeout:g}s; it continues in the background")
+            return
+        if status == ExecutionStatus.WAITING:
+            self.stdout.write("waiting for an operator: answer it on the execution page in the dashboard")
+        elif status == ExecutionStatus.FAILED:
+            self.stdout.write(f"failed: {execution.failure_code}: {execution.failure_message}")
+
+
+def describe(event: dict[str, Any]) -> str | None:
+    """One progress line for an AG-UI event, or None for events the terminal view skips."""
+    kind = event["type"]
+    who = "(subagent) " if event.get("subagentRunId") else ""
+    if kind == "RUN_STARTED":
+        return f"started {event['runId']}\n"
+    if kind == "TEXT_MESSAGE_START":
+        return f"{who}assistant: "
+    if kind in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"):
+        return event["delta"]
+    if kind == "REASONING_MESSAGE_START":
+        return f"{who}thinking: "
+    if kind in ("TEXT_MESSAGE_END", "REASONING_MESSAGE_END"):
+        return "\n"
+    if kind == "TOOL_CALL_START":
+        return f"{who}tool {event['toolCallName']} called\n"
+    if kind == "TOOL_CALL_RESULT":
+        return f"{who}tool result: {str(event.get('content'))[:120]}\n"
+    if kind == "SUBAGENT_STARTED":
+        return f"subagent {event.get('name', '')} started\n"
+    if kind == "RUN_FINISHED":
+        outcome = event.get("outcome", {}).get("type", "success")
+        return f"run finished: {outcome}\n"
+    if kind == "RUN_ERROR":
+        return f"run error {event.get('code')}: {event.get('message')}\n"
+    return None

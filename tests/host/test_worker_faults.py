@@ -1,0 +1,122 @@
+"""The host on real processes: an RQ worker subprocess, killed with SIGKILL at random moments."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, Run, RunReason, RunStatus, ToolDispatch
+from runs.services import executions, recovery
+from runs.services.agents import ensure_demo_profile
+from tests.host import builders
+from tests.host.test_execution import assert_contiguous
+
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture
+def fast_recovery(settings):
+    settings.HARNESS_RECOVERY_BACKOFF_SECONDS = 0.2
+    builders.configure_policy(lease_seconds=3, max_attempts=10)
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                # Fields after the parenthesised command name: state, ppid, ...
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def kill_worker(stack) -> None:
+    """kill -9 the worker and its work-horse (RQ puts each horse in a process group of its own)."""
+    for horse in children(stack.worker.process.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(horse, signal.SIGKILL)
+    stack.worker.kill()
+
+
+def settle(execution_pks: set[int], *, timeout: float, stack, kills: int = 0, seed: int = 0) -> int:
+    """Sweep until no execution is active except those waiting; kill the worker `kills` times on the way."""
+    rng = random.Random(seed)
+    killed = 0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        recovery.sweep()
+        active = Execution.objects.filter(pk__in=execution_pks, status__in=ACTIVE_EXECUTION_STATUSES)
+        if not active.exclude(status=ExecutionStatus.WAITING).exists():
+            return killed
+        if killed < kills and Run.objects.filter(status=RunStatus.RUNNING, lease_token__isnull=False).exists():
+            time.sleep(rng.uniform(0.0, 0.8))
+            kill_worker(stack)
+            killed += 1
+            stack.restart_worker()
+        time.sleep(0.3)
+    states = list(Execution.objects.filter(pk__in=execution_pks).values_list("pk", "status"))
+    raise AssertionError(f"executions did not settle in {timeout}s: {states}\n{stack.worker.log()[-3000:]}")
+
+
+def test_harness_demo_runs_on_the_worker_and_its_crashed_execution_is_recovered(live_stack, fast_recovery):
+    call_command("harness_demo")
+    demo = {execution.thread.title: execution for execution in Execution.objects.select_related("thread")}
+    settle({execution.pk for execution in demo.values()}, timeout=120, stack=live_stack)
+    status = {title: Execution.objects.get(pk=execution.pk).status for title, execution in demo.items()}
+    assert status == {
+        "Record lookup": "completed",
+        "Research": "completed",
+        "Deployment (needs approval)": "waiting",
+        "Question for the operator": "waiting",
+        "Guided tour": "waiting",
+        "Recovered after a crash": "completed",
+    }
+    crashed = demo["Recovered after a crash"]
+    runs = list(crashed.runs.order_by("number"))
+    assert [(run.reason, run.status) for run in runs] == [
+        (RunReason.INITIAL, RunStatus.ABANDONED),
+        (RunReason.RECOVERY, RunStatus.COMPLETED),
+    ]
+    for execution in demo.values():
+        execution.refresh_from_db()
+        assert_contiguous(execution)
+        assert execution.timeline.exists()
+        assert execution.thread.checkpoints.filter(kind="terminal").exists()
+
+
+def test_killing_the_worker_at_random_moments_loses_and_repeats_nothing(live_stack, fast_recovery):
+    thread_count = 20
+    profile = ensure_demo_profile()
+    started = set()
+    for number in range(thread_count):
+        thread = executions.create_thread(profile, title=f"fault {number}")
+        execution = executions.start_execution(thread, "one slow 0.3 step")
+        started.add(execution.pk)
+
+    killed = settle(started, timeout=110, stack=live_stack, kills=4, seed=thread_count)
+    assert killed == 4
+
+    executions_done = Execution.objects.filter(pk__in=started)
+    assert set(executions_done.values_list("status", flat=True)) == {ExecutionStatus.COMPLETED}
+    abandoned = Run.objects.filter(execution__in=executions_done, status=RunStatus.ABANDONED)
+    assert abandoned.exists(), "no kill hit a running run"
+    for dead in abandoned:
+        successor = Run.objects.get(previous_run=dead)
+        assert successor.reason == RunReason.RECOVERY and successor.run_id not in (None, dead.run_id)
+        last = dead.timeline.order_by("-position").first()
+        # A run killed before its first commit has no lane; any other lane ends with the closing RUN_ERROR.
+        assert last is None or last.event_type == "RUN_ERROR"
+    for execution in executions_done:
+        assert_contiguous(execution)
+        # Unmarked side effects: never dispatched twice, not even across the crash of the run that started it.
+        slow = ToolDispatch.objects.filter(run__execution=execution, tool_name="slow_step", recovery_retryable=False)
+        assert slow.count() <= 1
