@@ -286,17 +286,17 @@ class HarnessRunStream(Generic[OutputT]):
         except AgentRunError as exc:
             return await self._failed("agent_run_failed", "The agent run failed.", exc)
 
-        messages = self._current_messages()
-        state = await self._export(messages)
+        suspended = isinstance(output, NativeDeferredToolRequests)
+        if suspended and not self._bindings.deferred_tools_supported:
+            return await self._failed(
+                "deferred_tools_unsupported",
+                "The run asked for approval or external input, which this run does not support.",
+                None,
+                retry_hint="none",
+            )
+        state = await self._export(self._current_messages())
         usage = self.usage
-        if isinstance(output, NativeDeferredToolRequests):
-            if not self._bindings.deferred_tools_supported:
-                return await self._failed(
-                    "deferred_tools_unsupported",
-                    "The run asked for approval or external input, which this run does not support.",
-                    None,
-                    retry_hint="none",
-                )
+        if suspended:
             deferred = DeferredToolRequests.export(output, definitions=self._recovery.definitions)
             return HarnessRunResult(
                 thread_id=self.thread_id,
