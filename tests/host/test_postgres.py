@@ -1,0 +1,66 @@
+"""The host's database tests again, on a temporary PostgreSQL cluster (SQLite is the default elsewhere)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.services import ROOT, free_port
+
+pytestmark = pytest.mark.postgres
+
+PG_BIN = Path(os.environ.get("POSTGRES_BIN", "/usr/lib/postgresql/15/bin"))
+HOST_TESTS = ["tests/host/test_journal.py", "tests/host/test_execution.py"]
+
+
+def _as_postgres_user(argv: list[str]) -> list[str]:
+    # initdb refuses to run as root; an unprivileged system account needs no setup.
+    return ["runuser", "-u", "nobody", "--", *argv] if os.geteuid() == 0 else argv
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip(f"PostgreSQL server binaries not found in {PG_BIN}")
+    root = Path(tempfile.mkdtemp(prefix="harness-pg-"))
+    root.chmod(0o755)
+    (root / "sock").mkdir()
+    if os.geteuid() == 0:
+        shutil.chown(root, "nobody", "nogroup")
+        shutil.chown(root / "sock", "nobody", "nogroup")
+    data, port = root / "data", free_port()
+    run = {"check": True, "capture_output": True, "timeout": 60}
+    subprocess.run(
+        _as_postgres_user([str(PG_BIN / "initdb"), "-D", str(data), "-U", "app", "--auth=trust", "-E", "UTF8"]),
+        **run,
+    )
+    options = f"-p {port} -k {root / 'sock'} -c listen_addresses=127.0.0.1 -c fsync=off"
+    pg_ctl = [str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log")]
+    subprocess.run(_as_postgres_user([*pg_ctl, "-o", options, "-w", "start"]), **run)
+    try:
+        subprocess.run([str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "app", "app"], **run)
+        yield f"postgres://app@127.0.0.1:{port}/app"
+    finally:
+        subprocess.run(_as_postgres_user([*pg_ctl, "-m", "fast", "-w", "stop"]), capture_output=True, timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_host_database_tests_pass_on_postgresql(postgres_url, tmp_path):
+    env = {**os.environ, "DATABASE_URL": postgres_url, "HARNESS_VAR_DIR": str(tmp_path)}
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", *HOST_TESTS, "-q", "-p", "no:cacheprovider", "-x"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stdout[-6000:] + completed.stderr[-2000:]
+    assert "passed" in completed.stdout
