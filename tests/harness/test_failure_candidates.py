@@ -10,6 +10,7 @@ from pydantic_ai import (
     FunctionToolCallEvent,
     ModelRequest,
     ModelResponse,
+    PartDeltaEvent,
     RunContext,
     TextPart,
     ThinkingPart,
@@ -218,3 +219,27 @@ async def test_cleanup_failure_after_a_run_error_lists_the_run_error_first():
     assert [type(cause) for cause in error.value.causes] == [LookupError, OSError]
     assert error.value.outcome is None
     assert error.value.details == {"cause_count": 2}
+
+
+async def test_cancel_while_text_streams_keeps_the_streamed_text():
+    """S80: a cancelled response keeps the text that was streamed, as an interrupted response."""
+
+    async def stalling(messages, info):
+        yield "Hel"
+        yield "lo"
+        await asyncio.Event().wait()
+        yield "never"
+
+    stream = AgentDefinition(model=FunctionModel(stream_function=stalling)).build().stream("go")
+    async with stream:
+        async for item in stream:
+            event = getattr(item, "event", None)
+            if isinstance(event, PartDeltaEvent):
+                stream.cancel()
+
+    result = stream.result
+    assert result.status == "cancelled"
+    tail = result.state.message_history[-1]
+    assert isinstance(tail, ModelResponse)
+    assert tail.state == "interrupted"
+    assert tail.parts == [TextPart("Hello")]
