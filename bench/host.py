@@ -1,0 +1,95 @@
+"""Django for the benchmark processes: a private database, and host rows for one benchmark run.
+
+Each suite process runs against its own fresh database (a temporary SQLite file or a database on the
+temporary PostgreSQL cluster), so runs are comparable and nothing touches the developer's data.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ("configure", "discard", "leased_run", "seed_journal")
+
+
+def configure(database_url: str, redis_url: str) -> None:
+    """Point the settings at the benchmark database and Redis, set Django up and migrate."""
+    os.environ["DATABASE_URL"] = database_url
+    os.environ["REDIS_URL"] = redis_url
+    os.environ["DJANGO_SETTINGS_MODULE"] = "harness_site.settings"
+    # Benchmarks drive async code from plain scripts; the ORM calls happen where a test would make them.
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+def leased_run(thread_id: str, run_id: str) -> tuple[Any, Any]:
+    """A new thread, execution and queued run for `run_id`, with the run's lease taken: `(run, lease)`."""
+    from runs.models import AgentProfile, Execution, HostPolicy, HostPolicyVersion, Run, Thread
+    from runs.services import leases
+
+    profile, _ = AgentProfile.objects.get_or_create(name="bench", defaults={"model": "demo"})
+    policy, _ = HostPolicy.objects.get_or_create(name="default")
+    # A long lease: a 100k-item write must not lose it half way through a measurement.
+    version, _ = HostPolicyVersion.objects.get_or_create(policy=policy, number=1, defaults={"lease_seconds": 3600})
+    thread = Thread.objects.create(thread_id=thread_id, profile=profile)
+    execution = Execution.objects.create(thread=thread, number=1, input="bench", policy_version=version)
+    run = Run.objects.create(execution=execution, number=1, run_id=run_id, policy_version=version)
+    lease = leases.acquire(run.pk)
+    assert lease is not None
+    run.refresh_from_db()
+    return run, lease
+
+
+def discard(thread_id: str) -> None:
+    """Delete a benchmark thread and everything under it with plain SQL (the ORM's cascade is slow at 100k rows).
+
+    Every repetition writes the same synthetic ids again, into tables of the same size.
+    """
+    from django.db import connection, transaction
+
+    from runs.models import Checkpoint, Execution, JournalEntry, Run, Thread, TimelineEvent
+
+    thread_pks = list(Thread.objects.filter(thread_id=thread_id).values_list("pk", flat=True))
+    if not thread_pks:
+        return
+    execution_pks = list(Execution.objects.filter(thread_id__in=thread_pks).values_list("pk", flat=True))
+    run_pks = list(Run.objects.filter(execution_id__in=execution_pks).values_list("pk", flat=True))
+    with transaction.atomic(), connection.cursor() as cursor:
+        Thread.objects.filter(pk__in=thread_pks).update(selected_checkpoint=None)
+        for model, column, keys in (
+            (TimelineEvent, "execution_id", execution_pks),
+            (Checkpoint, "thread_id", thread_pks),
+            (JournalEntry, "run_id", run_pks),
+            (Run, "execution_id", execution_pks),
+            (Execution, "thread_id", thread_pks),
+            (Thread, "id", thread_pks),
+        ):
+            if keys:
+                marks = ", ".join(["%s"] * len(keys))
+                cursor.execute(f"DELETE FROM {model._meta.db_table} WHERE {column} IN ({marks})", keys)
+
+
+def seed_journal(run: Any, encoded: Any) -> None:
+    """Insert already-encoded items as the run's journal, quickly (setup for read benchmarks, not timed)."""
+    from runs.models import JournalEntry
+
+    JournalEntry.objects.bulk_create(
+        [
+            JournalEntry(
+                run=run,
+                index=index,
+                source_run_id=entry.source_run_id,
+                source_sequence=entry.source_sequence,
+                kind=entry.kind,
+                occurred_at=entry.occurred_at,
+                payload=entry.payload,
+                codec_version=entry.codec_version,
+            )
+            for index, entry in enumerate(encoded)
+        ],
+        batch_size=2000,
+    )

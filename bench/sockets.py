@@ -1,0 +1,73 @@
+"""What the websocket benchmarks share: daphne as a real subprocess, a logged-in session, seeded timelines."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from tests.services import DaphneServer
+
+from .synthetic import SyntheticRun
+
+__all__ = ("daphne", "operator_cookie", "seed_timeline", "timeline_events")
+
+
+@contextlib.contextmanager
+def daphne() -> Iterator[DaphneServer]:
+    """daphne on a free port, on this process's database and Redis (settings come from the environment)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "DJANGO_SETTINGS_MODULE": "harness_site.settings"}
+    server = DaphneServer(env).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def operator_cookie() -> str:
+    """A `Cookie` header value of a logged-in operator (the timeline sockets refuse anonymous users)."""
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    user, _ = get_user_model().objects.get_or_create(username="bench-operator")
+    client = Client()
+    client.force_login(user)
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+
+@functools.cache
+def timeline_events(synthetic: SyntheticRun) -> tuple[tuple[str, dict[str, Any], Any], ...]:
+    """The run's AG-UI events as the projection stores them: (subagent run id, JSON, occurred_at)."""
+    from observers.agui import HarnessAguiStreamObserver
+    from runs.services.projection import dump_event
+
+    observer = HarnessAguiStreamObserver(retain_events=False)
+    events = []
+    for item in synthetic.items:
+        for event in observer.observe(item):
+            dumped = dump_event(event)
+            events.append((dumped.get("subagentRunId", ""), dumped, item.occurred_at))
+    return tuple(events)
+
+
+def seed_timeline(run: Any, synthetic: SyntheticRun) -> int:
+    """Store the run's events as its execution's timeline (positions 1..n); returns n."""
+    from runs.models import TimelineEvent
+
+    rows = [
+        TimelineEvent(
+            execution_id=run.execution_id,
+            position=position,
+            run=run,
+            subagent_run_id=subagent,
+            event_type=event["type"],
+            event=event,
+            occurred_at=occurred_at,
+        )
+        for position, (subagent, event, occurred_at) in enumerate(timeline_events(synthetic), start=1)
+    ]
+    TimelineEvent.objects.bulk_create(rows, batch_size=2000)
+    return len(rows)
