@@ -89,6 +89,16 @@ class HarnessRunResult(Generic[OutputT]):
         "_usage",
     )
 
+    _thread_id: str
+    _run_id: str
+    _status: RunStatus
+    _output: OutputT | None
+    _state: HarnessState | None
+    _failure: SafeFailure | None
+    _suspend_reason: SuspendReason | None
+    _deferred: DeferredToolRequests | None
+    _usage: RunUsageSummary
+
     def __init__(
         self,
         *,
@@ -113,15 +123,22 @@ class HarnessRunResult(Generic[OutputT]):
         if failure is not None and not isinstance(failure, SafeFailure):
             raise TypeError("failure must be a SafeFailure")
         _check_combination(status, output, state, failure, suspend_reason, deferred)
-        self._thread_id = thread_id
-        self._run_id = run_id
-        self._status: RunStatus = status
-        self._output = copy.deepcopy(output)
-        self._state = state
-        self._failure = failure
-        self._suspend_reason: SuspendReason | None = suspend_reason
-        self._deferred = copy.deepcopy(deferred)
-        self._usage = usage or RunUsageSummary()
+        values = {
+            "_thread_id": thread_id,
+            "_run_id": run_id,
+            "_status": status,
+            "_output": copy.deepcopy(output),
+            "_state": state,
+            "_failure": failure,
+            "_suspend_reason": suspend_reason,
+            "_deferred": copy.deepcopy(deferred),
+            "_usage": usage or RunUsageSummary(),
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable; use replace()")
 
     @property
     def thread_id(self) -> str:

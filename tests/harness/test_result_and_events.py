@@ -67,6 +67,14 @@ def test_result_getters_return_copies():
     assert completed.output == {"items": [1]}
 
 
+def test_results_are_immutable():
+    completed = result(status="completed", state=STATE, output="ok")
+    with pytest.raises(AttributeError):
+        completed.status = "failed"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        completed._output = "changed"
+
+
 def test_raise_for_status_maps_each_status():
     failure = SafeFailure(
         code="usage_limit_exceeded", message="limit", retry_hint="dependency_change", details={"a": 1}
