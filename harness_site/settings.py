@@ -135,6 +135,9 @@ CHANNEL_LAYERS = {
 RQ_QUEUES = {
     "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600},
 }
+# The Host's worker preloads the job code before forking work-horses (see runs/worker.py); django-rq keeps its
+# default on_db_commit mode, so jobs are enqueued only once the rows they read are committed.
+RQ = {"WORKER_CLASS": "runs.worker.HostWorker"}
 
 LOGGING = {
     "version": 1,

@@ -38,6 +38,20 @@ def wait_until(predicate, *, timeout: float, what: str, interval: float = 0.05) 
     raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
 
 
+def child_pids(pid: int) -> list[int]:
+    """Direct children of `pid`, read from /proc (no extra dependency for one lookup)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # The command name is in parentheses and may contain spaces: split after the last ')'.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
 def redis_binary() -> str:
     found = os.environ.get("REDIS_SERVER_BIN") or shutil.which("redis-server")
     if not found:
@@ -133,8 +147,11 @@ class ManagedProcess:
         return self.process is not None and self.process.poll() is None
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Signal the whole group: an RQ worker runs each job in a forked work-horse child."""
+        """Signal the process group and every direct child (RQ 3 moves each work-horse into a group of its own)."""
         if self.running:
+            for child in child_pids(self.process.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, sig)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, sig)
             self.process.wait(timeout=20)
