@@ -120,3 +120,11 @@ def test_killing_the_worker_at_random_moments_loses_and_repeats_nothing(live_sta
         # Unmarked side effects: never dispatched twice, not even across the crash of the run that started it.
         slow = ToolDispatch.objects.filter(run__execution=execution, tool_name="slow_step", recovery_retryable=False)
         assert slow.count() <= 1
+
+
+def test_harness_run_follows_an_execution_on_the_worker(live_stack, fast_recovery, capsys):
+    call_command("harness_run", "Please look up REC-42", "--timeout", "90")
+    out = capsys.readouterr().out
+    assert "tool lookup_record called" in out
+    assert "-- execution completed" in out
+    assert Execution.objects.get().status == ExecutionStatus.COMPLETED
