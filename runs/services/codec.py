@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import pydantic_core
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, JsonValue, TypeAdapter, ValidationError
 from pydantic_ai import AgentStreamEvent
 
 from runs.harness.deferred import DeferredToolRequests, DeferredToolResume
@@ -45,8 +45,6 @@ class CodecError(ValueError):
 
 
 class _NativeBody(BaseModel):
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
     source: Literal["native"] = "native"
     event: AgentStreamEvent
 

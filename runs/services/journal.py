@@ -48,8 +48,10 @@ def append(run: Run, items: Sequence[HarnessStreamEvent[Any]], *, lease: Lease) 
             .values("source_run_id")
             .annotate(last=Max("source_sequence"))
         }
-        if run.run_id and items[0].run_id == run.run_id and items[0].thread_id != run.execution.thread.thread_id:
-            raise JournalError(f"journal of run {run.run_id} refused an item of thread {items[0].thread_id}")
+        thread_id = run.execution.thread.thread_id
+        for item in items:
+            if item.run_id == run.run_id and item.thread_id != thread_id:
+                raise JournalError(f"journal of run {run.run_id} refused an item of thread {item.thread_id}")
         rows = []
         index = -1 if last_index is None else last_index
         for item, entry in zip(items, encoded, strict=True):
