@@ -187,21 +187,18 @@ class HarnessRunResult(Generic[OutputT]):
 
     def replace(self, **changes: Any) -> HarnessRunResult[OutputT]:
         """A copy with some fields changed; the combination rules are checked again."""
-        fields = {
-            "thread_id": self._thread_id,
-            "run_id": self._run_id,
-            "status": self._status,
-            "output": self._output,
-            "state": self._state,
-            "failure": self._failure,
-            "suspend_reason": self._suspend_reason,
-            "deferred": self._deferred,
-            "usage": self._usage,
-        }
+        fields = self._fields()
         unknown = set(changes) - set(fields)
         if unknown:
             raise TypeError(f"unknown result fields: {sorted(unknown)}")
         return HarnessRunResult(**{**fields, **changes})
+
+    def _fields(self) -> dict[str, Any]:
+        return {name.removeprefix("_"): getattr(self, name) for name in self.__slots__}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Copies and pickles go through the constructor, so they are checked like any other result.
+        return (_restore_result, (self._fields(),))
 
     def raise_for_status(self) -> None:
         """Raise a `RunError` unless the run completed."""
@@ -237,6 +234,10 @@ class HarnessRunResult(Generic[OutputT]):
             f"HarnessRunResult(status={self._status!r}, thread_id={self._thread_id!r}, "
             f"run_id={self._run_id!r}, output={self._output!r}, failure={self._failure!r})"
         )
+
+
+def _restore_result(fields: dict[str, Any]) -> HarnessRunResult[Any]:
+    return HarnessRunResult(**fields)
 
 
 def _check_combination(

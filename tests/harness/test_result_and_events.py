@@ -168,3 +168,13 @@ def test_inline_delegation_started_needs_child_run_id():
     assert failed.kind == "delegation"
     assert failed.payload["action"] == "failed"
     assert "child_run_id" not in failed.payload
+
+
+def test_results_copy_and_pickle_through_the_constructor():
+    import copy
+    import pickle
+
+    completed = result(status="completed", state=STATE, output={"items": [1]})
+    for clone in (copy.copy(completed), copy.deepcopy(completed), pickle.loads(pickle.dumps(completed))):
+        assert clone == completed
+        assert clone is not completed
