@@ -14,6 +14,7 @@ from runs.harness.state import HarnessState, new_thread_id
 from runs.models import (
     ACTIVE_EXECUTION_STATUSES,
     AgentProfile,
+    Checkpoint,
     CheckpointKind,
     Execution,
     ExecutionStatus,
@@ -132,13 +133,16 @@ def start_execution(
 def resume_execution(execution: Execution, resume: DeferredToolResume) -> Run:
     """Inside the caller's transaction: a resume Run of a waiting execution with the accepted answers."""
     suspended = execution.runs.order_by("-number").first()
+    # The resume continues exactly the state the suspended run ended with (not whatever a caller's stale
+    # thread object points at).
+    terminal = Checkpoint.objects.filter(run=suspended, kind=CheckpointKind.TERMINAL).order_by("-pk").first()
     execution.status = ExecutionStatus.QUEUED
     execution.save(update_fields=["status"])
     run = new_run(
         execution,
         reason=RunReason.RESUME,
         previous=suspended,
-        start_checkpoint=execution.thread.selected_checkpoint,
+        start_checkpoint=terminal,
         deferred_resume=resume,
     )
     publish_execution_status(execution.pk)

@@ -123,13 +123,13 @@ def test_a_suspended_run_waits_then_resumes_with_the_operators_answer(demo_threa
     assert_contiguous(execution)
 
 
-def crash_at_model_request(monkeypatch, number: int) -> None:
-    """Kill the worker when it is about to store its `number`-th model-request checkpoint."""
+def crash_at_model_request(monkeypatch, number: int, boundary: str = "model_request") -> None:
+    """Kill the worker when it is about to store its `number`-th checkpoint at `boundary`."""
     real = checkpoints.record
     seen = {"count": 0}
 
     def record(run, state, **kwargs):
-        if kwargs.get("metadata", {}).get("boundary") == "model_request":
+        if kwargs.get("metadata", {}).get("boundary") == boundary:
             seen["count"] += 1
             if seen["count"] == number:
                 raise Crash
@@ -280,3 +280,35 @@ def test_the_journal_prefix_rebuilds_the_runs_projection(demo_thread):
     stored = [event.event for event in TimelineEvent.objects.filter(run=run).order_by("position")]
     assert [dump_event(event) for event in observer.snapshot()] == stored
     assert any(event.get("subagentRunId") for event in stored)
+
+
+def test_an_interrupted_resume_is_recovered_with_the_accepted_input_marked_recovery(demo_thread, monkeypatch):
+    run = start(demo_thread, "deploy the release")
+    runner.execute_run(run.pk)
+    suspended = decode_item(*run.journal.filter(kind="result.suspended").values_list("payload", "codec_version")[0])
+    deferred = suspended.result.deferred
+    with transaction.atomic():
+        resume_run = executions.resume_execution(
+            run.execution, DeferredToolResume(deferred, deferred.build_results(approve_all=True))
+        )
+    # Dies before the approved deploy runs: its tool-execution checkpoint never becomes durable.
+    crash_at_model_request(monkeypatch, 1, boundary="tool_execution")
+    with pytest.raises(Crash):
+        runner.execute_run(resume_run.pk)
+    monkeypatch.undo()
+    expire_leases()
+    assert recovery.sweep().recovered == 1
+    successor = Run.objects.get(previous_run=resume_run)
+    assert successor.start_checkpoint == demo_thread.checkpoints.get(kind=CheckpointKind.TERMINAL)
+    assert successor.deferred_resume["recovery"] is True
+    assert runner.execute_run(successor.pk) == "completed"
+    # A positive approval is not permission to replay: the unmarked deploy gets an unknown result instead.
+    assert dispatches("deploy_release") == []
+    final = checkpoints.load(Thread.objects.get(pk=demo_thread.pk).selected_checkpoint)
+    deploy = next(
+        p
+        for m in final.message_history
+        for p in m.parts
+        if isinstance(p, ToolReturnPart) and p.tool_name == "deploy_release"
+    )
+    assert is_unknown_result(deploy)
