@@ -20,7 +20,7 @@ import django_rq
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 from rq.job import JobStatus
 
@@ -79,7 +79,8 @@ def sweep(*, now: datetime | None = None) -> SweepReport:
     for run in Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now):
         if abandon(run, now=now):
             report.abandoned += 1
-    for run in Run.objects.filter(status=RunStatus.ABANDONED).exclude(run_id=None):
+    lanes = TimelineEvent.objects.filter(run=OuterRef("pk"), subagent_run_id="", event_type__in=_TERMINAL_EVENTS)
+    for run in Run.objects.filter(status=RunStatus.ABANDONED).exclude(run_id=None).exclude(Exists(lanes)):
         if close_projection(run):
             report.closed += 1
     for execution in Execution.objects.filter(status=ExecutionStatus.RECOVERING):
