@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
@@ -74,15 +74,6 @@ class Answer:
     message: str = ""
 
 
-@dataclass(frozen=True)
-class ArgumentCheck:
-    errors: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-
 def args_digest(args: Any) -> str:
     """sha256 of the canonical JSON (sorted keys, no spaces) of the arguments a call was approved with."""
     return hashlib.sha256(canonical_json(args).encode()).hexdigest()
@@ -92,24 +83,22 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def check_tool_args(tool_name: str, args: Any) -> ArgumentCheck:
-    """Validate edited arguments with the tool's own argument validator, as dispatch will.
+def check_tool_args(tool_name: str, args: Any) -> tuple[str, ...]:
+    """Problems of edited arguments under the tool's own argument validator, as dispatch will see them.
 
     Tools outside the host registry (external or client tools) are only checked for being a JSON object;
     the engine validates them again at dispatch.
     """
     if not isinstance(args, dict):
-        return ArgumentCheck(("arguments must be a JSON object",))
+        return ("arguments must be a JSON object",)
     tool = toolbox.get_tool(tool_name)
     if tool is None:
-        return ArgumentCheck()
+        return ()
     try:
         tool.function_schema.validator.validate_python(args)
     except ValidationError as exc:
-        return ArgumentCheck(
-            tuple(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors())
-        )
-    return ArgumentCheck()
+        return tuple(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors())
+    return ()
 
 
 def tool_parameters_schema(tool_name: str) -> dict[str, Any] | None:
@@ -268,10 +257,10 @@ def _check_answer(request: DeferredRequest, answer: Answer) -> None:
         )
     if answer.verdict == Verdict.APPROVED and answer.override_args is not None:
         _check_size(label, "edited arguments", answer.override_args)
-        check = check_tool_args(request.tool_name, answer.override_args)
-        if not check.ok:
+        problems = check_tool_args(request.tool_name, answer.override_args)
+        if problems:
             raise SubmissionRejected(
-                f"{label}: the edited arguments do not fit the tool's schema: {'; '.join(check.errors)}.",
+                f"{label}: the edited arguments do not fit the tool's schema: {'; '.join(problems)}.",
                 code="invalid_args",
             )
     if answer.verdict == Verdict.EXTERNAL_RESULT:
