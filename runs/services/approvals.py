@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ from runs.models import (
 from runs.services import toolbox
 from runs.services.executions import resume_execution
 from runs.services.journal import decoded
+
+log = logging.getLogger(__name__)
 
 DECIDE_PERMISSION: Final = "runs.decide_deferred"
 MAX_VALUE_BYTES: Final = 64 * 1024
@@ -173,14 +176,19 @@ def expire_overdue_requests(now: datetime | None = None) -> int:
                 ).update(status=DeferredStatus.EXPIRED)
                 continue
             answers = [Answer(r.tool_call_id, Verdict.EXPIRED, message=EXPIRY_MESSAGE) for r in requests]
-            _record(
-                execution,
-                requests,
-                answers,
-                key=f"expiry-{execution_id}-{checkpoint_id}",
-                user=None,
-                request_status=DeferredStatus.EXPIRED,
-            )
+            try:
+                _record(
+                    execution,
+                    requests,
+                    answers,
+                    key=f"expiry-{execution_id}-{checkpoint_id}",
+                    user=None,
+                    request_status=DeferredStatus.EXPIRED,
+                )
+            except SubmissionRejected as exc:
+                # One broken set must not stop the sweep from expiring the others; it is retried next pass.
+                log.warning("cannot expire the requests of execution %s: %s", execution_id, exc.message)
+                continue
             expired += 1
     return expired
 

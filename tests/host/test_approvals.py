@@ -307,3 +307,14 @@ def test_an_expired_set_can_no_longer_be_answered(operator):
 
     assert info.value.code == "stale"
     assert Decision.objects.filter(submission__submitted_by=operator).count() == 0
+
+
+def test_a_set_that_cannot_be_expired_does_not_stop_the_others():
+    broken = suspended_execution(expires_in=timedelta(seconds=-1), title="broken")
+    broken.run.journal.all().delete()
+    fine = suspended_execution(expires_in=timedelta(seconds=-1), title="fine")
+
+    assert expire_overdue_requests() == 1
+
+    assert_unchanged(broken)
+    assert set(fine.execution.deferred_requests.values_list("status", flat=True)) == {DeferredStatus.EXPIRED}
