@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import AsyncGenerator, AsyncIterable
 from typing import Any
 
@@ -11,13 +10,12 @@ from ag_ui.core import BaseEvent, CustomEvent
 from runs.harness.events import HarnessEvent, HarnessRunResultEvent
 
 from .conversion import RunConversion, RunConversionState, SourceItem
+from .copies import detached
 from .errors import AguiObservationError
 from .fragments import fragment_custom_event
 from .processor import AguiEventProcessor, apply_processor
 
 __all__ = ("HarnessAguiObserver",)
-
-_IMMUTABLE = (str, int, float, bool, type(None))
 
 
 class HarnessAguiObserver:
@@ -56,7 +54,7 @@ class HarnessAguiObserver:
         """Convert one source item; returns the AG-UI events it produced, detached from the observer."""
         frames = self._observe(item)
         if self._retain_events:
-            return tuple(_detached(frame) for frame in frames)
+            return tuple(detached(frame) for frame in frames)
         return tuple(frames)
 
     async def resume(self, history: AsyncIterable[SourceItem]) -> None:
@@ -101,7 +99,7 @@ class HarnessAguiObserver:
         stop = count if stop is None else stop
         if not 0 <= start <= stop <= count:
             raise ValueError(f"snapshot window [{start}, {stop}) is outside [0, {count}]")
-        return tuple(_detached(event) for event in self._events[start:stop])
+        return tuple(detached(event) for event in self._events[start:stop])
 
     def _staging_observer(self) -> HarnessAguiObserver:
         return type(self)(processor=self._processor, retain_events=self._retain_events)
@@ -155,24 +153,3 @@ def _fragmented(item: SourceItem, events: list[BaseEvent]) -> list[BaseEvent]:
         else:
             frames.append(event)
     return frames
-
-
-def _detached(event: BaseEvent) -> BaseEvent:
-    """A copy sharing nothing mutable with `event`; cheaper than a deep copy, which dominated `observe()`."""
-    clone = event.model_copy()
-    fields = clone.__dict__
-    for name, value in fields.items():
-        if not isinstance(value, _IMMUTABLE):
-            fields[name] = _copied(value)
-    return clone
-
-
-def _copied(value: Any) -> Any:
-    # Event payloads are JSON-shaped (CUSTOM values, raw events), so plain containers cover almost everything.
-    if type(value) is dict:
-        return {key: _copied(item) for key, item in value.items()}
-    if type(value) is list:
-        return [_copied(item) for item in value]
-    if isinstance(value, _IMMUTABLE):
-        return value
-    return copy.deepcopy(value)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import pydantic_core
-from ag_ui.core import BaseEvent, Event, EventType
-from pydantic import TypeAdapter, ValidationError
+from ag_ui.core import BaseEvent, EventType
+from pydantic import ValidationError
 
 from .conversion import SourceItem
+from .copies import detached
 from .errors import AguiObservationError
 
 __all__ = ("MUTABLE_FIELDS", "AguiEventProcessor", "apply_processor")
@@ -33,14 +34,12 @@ MUTABLE_FIELDS: dict[EventType, frozenset[str]] = {
 """Content a processor may redact. Ids, names, roles, timestamps, attribution, outcomes, usage and every
 CUSTOM value are structure: clients correlate on them, so changing one would corrupt the projection."""
 
-_EVENT: TypeAdapter[Any] = TypeAdapter(Event)
-
 
 def apply_processor(processor: AguiEventProcessor, item: SourceItem, events: Sequence[BaseEvent]) -> list[BaseEvent]:
     """Run `processor` over the events converted from `item`; exceptions it raises propagate unchanged."""
     processed: list[BaseEvent] = []
     for event in events:
-        result = processor(item, event.model_copy(deep=True))
+        result = processor(item, detached(event))
         if result is not None:
             processed.append(_checked(event, result))
     return processed
@@ -49,21 +48,27 @@ def apply_processor(processor: AguiEventProcessor, item: SourceItem, events: Seq
 def _checked(original: BaseEvent, result: object) -> BaseEvent:
     if not isinstance(result, BaseEvent):
         raise AguiObservationError(f"the processor returned {type(result).__name__}, not an AG-UI event")
+    if (
+        type(result) is type(original)
+        and result.__dict__ == original.__dict__
+        and result.__pydantic_extra__ == original.__pydantic_extra__
+    ):
+        # Passed through unchanged (the common case): equal to our own valid event, so keep ours.
+        return original
+    if result.type != original.type:
+        raise AguiObservationError(f"the processor changed the event type from {original.type.value} to {result.type}")
     try:
         # A JSON round trip both validates strictly and detaches the result from anything the processor keeps.
-        checked: BaseEvent = _EVENT.validate_json(result.model_dump_json(by_alias=True, warnings="error"), strict=True)
+        checked = type(original).model_validate_json(
+            result.model_dump_json(by_alias=True, warnings="error"), strict=True
+        )
     except (ValidationError, pydantic_core.PydanticSerializationError) as exc:
         raise AguiObservationError(f"the processor returned an invalid {original.type.value} event: {exc}") from exc
-    if checked.type != original.type:
-        raise AguiObservationError(
-            f"the processor changed the event type from {original.type.value} to {checked.type.value}"
-        )
     mutable = MUTABLE_FIELDS.get(original.type, frozenset())
-    before = original.model_dump(mode="json")
-    after = checked.model_dump(mode="json")
-    changed = sorted(
-        name for name in before.keys() | after.keys() if name not in mutable and before.get(name) != after.get(name)
-    )
+    before, after = original.__dict__, checked.__dict__
+    changed = sorted(name for name, value in before.items() if name not in mutable and after[name] != value)
+    if (checked.__pydantic_extra__ or None) != (original.__pydantic_extra__ or None):
+        changed.append("extra fields")
     if changed:
         raise AguiObservationError(
             f"the processor changed structural fields of a {original.type.value} event: {', '.join(changed)}"
