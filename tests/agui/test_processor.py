@@ -223,3 +223,24 @@ def test_processor_sees_oversized_customs_whole() -> None:
     assert observer.observe(run.item(HarnessExtensionEvent(kind="diagnostic", payload={"blob": "x" * 60_000}))) == ()
     assert sizes and sizes[0] > 60_000
     assert observer.event_count == 1
+
+
+def test_a_processor_keeping_its_events_cannot_change_the_projection() -> None:
+    kept: list[BaseEvent] = []
+
+    def keep(item: Any, event: BaseEvent) -> BaseEvent:
+        kept.append(event)
+        return event
+
+    run = SourceRun()
+    observer = HarnessAguiObserver(processor=keep)
+    observer.observe(run.started())
+    observer.observe(run.item(HarnessExtensionEvent(kind="state", payload={"step": 1})))
+    observer.observe(run.item(PartEndEvent(index=0, part=TextPart("hello"))))
+    before = observer.snapshot()
+    for event in kept:
+        if isinstance(event, CustomEvent):
+            event.value["event"]["payload"]["step"] = 2
+        if isinstance(event, TextMessageContentEvent):
+            event.delta = "changed later"
+    assert observer.snapshot() == before
