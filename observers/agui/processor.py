@@ -56,7 +56,8 @@ def _checked(original: BaseEvent, result: object) -> BaseEvent:
         # Passed through unchanged (the common case): equal to our own valid event, so keep ours.
         return original
     if result.type != original.type:
-        raise AguiObservationError(f"the processor changed the event type from {original.type.value} to {result.type}")
+        new_type = getattr(result.type, "value", result.type)
+        raise AguiObservationError(f"the processor changed the event type from {original.type.value} to {new_type}")
     try:
         # A JSON round trip both validates strictly and detaches the result from anything the processor keeps.
         checked = type(original).model_validate_json(
