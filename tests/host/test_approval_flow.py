@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from runs.models import (
     Decision,
+    DeferredKind,
     DeferredRequest,
     DeferredStatus,
     ExecutionStatus,
@@ -151,3 +152,24 @@ def test_the_timeline_masks_secret_looking_fields_of_the_policy():
     # Only the value under the matching key is masked; the search query is not a secret.
     assert args == ['{"query": "look up REC-42"}', '{"record_id": "' + REDACTED + '"}']
     assert dispatched("lookup_record") == [{"record_id": "REC-42"}], "redaction is for the timeline only"
+
+
+def test_an_operator_question_is_answered_and_the_run_uses_the_answer(operator):
+    thread = builders.thread(model="demo", tools=TOOLS)
+    execution = executions.start_execution(thread, "ask the operator")
+    assert run_to_end(execution.runs.get()) == "suspended"
+    request = DeferredRequest.objects.get(execution=execution)
+    assert request.tool_name == "ask_operator"
+    verdict = Verdict.ANSWERED if request.kind == DeferredKind.QUESTION else Verdict.EXTERNAL_RESULT
+    thread.refresh_from_db()
+
+    submission = submit_decisions(
+        execution,
+        checkpoint_id=thread.selected_checkpoint_id,
+        key="flow-question",
+        answers=[Answer(request.tool_call_id, verdict, result="Use staging.")],
+        user=operator,
+    )
+
+    assert run_to_end(submission.resume_run) == "completed"
+    assert "ask_operator (success): Use staging." in Run.objects.get(pk=submission.resume_run.pk).output
