@@ -1,12 +1,10 @@
 """Benchmark 1: the journal write path, against a bulk insert of the same rows with the database driver.
 
-The subject replays a cached synthetic run through the worker's write path exactly as `runner._work` drives
-it (inside `async_to_sync`, each write through `sync_to_async`): items collected into batches of
-`runner.BATCH_SIZE`, each batch written by `RunProjection.record` (lease check, journal append, AG-UI
-projection into timeline rows, one transaction, publication to the real Redis channel layer after commit),
-a flush plus `checkpoints.record` at every checkpoint boundary with the state the stream exported there, and
-`runner._record_result` at the end. Only the engine is left out (its items and boundary states were produced
-beforehand), so the figure is the Host's own cost per item.
+The subject replays a cached synthetic run through the worker's write path as `runner._work` drives it
+(`bench.writer`): batches written by `RunProjection.record` (lease check, journal append, AG-UI projection into
+timeline rows, one transaction, publication to the real Redis channel layer after commit), boundary
+checkpoints with the state the stream exported there, and the result. Only the engine is left out (its items
+and boundary states were produced beforehand), so the figure is the Host's own cost per item.
 
 The baseline inserts the same encoded journal rows with the raw driver (sqlite3 `executemany`, psycopg
 `COPY`) in one transaction: the fastest way this machine can make those rows durable.
@@ -22,13 +20,13 @@ from __future__ import annotations
 import copy
 import sqlite3
 from datetime import timedelta
-from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 
 from .context import Context
 from .measure import Comparison, Report, Target, measure_pair, stopwatch
 from .synthetic import SIZES, SyntheticRun, synthetic_run
+from .writer import write_like_worker
 
 __all__ = ("run",)
 
@@ -106,52 +104,15 @@ class _RunAtDepth:
             Execution.objects.filter(pk=run.execution_id).update(status=ExecutionStatus.RUNNING, finished_at=None)
 
     def host_write(self) -> float:
-        from runs.harness.events import HarnessRunResultEvent
-        from runs.models import CheckpointKind
-        from runs.services import checkpoints, runner
         from runs.services.projection import RunProjection
 
         self.reset()
-        run, lease, synthetic = self.run, self.lease, self.synthetic
         # The observer's state is immutable and replaced on every item, so a shallow copy of the seeded
         # observer continues from the window's start without disturbing the next repetition's copy.
-        projection = RunProjection(run, copy.copy(self.observer))
-        boundaries = {boundary.position: boundary for boundary in synthetic.boundaries}
-        db = sync_to_async
-
-        async def replay() -> None:
-            pending: list[Any] = []
-            last_index = self.start - 1
-
-            async def flush() -> None:
-                nonlocal last_index
-                if pending:
-                    entries = await db(projection.record)(list(pending), lease=lease)
-                    pending.clear()
-                    last_index = entries[-1].index
-
-            for position in range(self.start, synthetic.size):
-                item = synthetic.items[position]
-                pending.append(item)
-                boundary = boundaries.get(position)
-                if boundary is not None:
-                    await flush()
-                    await db(checkpoints.record)(
-                        run,
-                        boundary.state,
-                        lease=lease,
-                        kind=CheckpointKind.BOUNDARY,
-                        journal_index=last_index,
-                        pending=boundary.pending,
-                        metadata={"boundary": boundary.boundary},
-                    )
-                elif isinstance(item, HarnessRunResultEvent) or len(pending) >= runner.BATCH_SIZE:
-                    await flush()
-            await db(runner._record_result)(run, lease, synthetic.items[-1].result, last_index)
-
+        projection = RunProjection(self.run, copy.copy(self.observer))
         # Inside async_to_sync like `runner.execute_run`: publication then reuses the worker's event loop.
         with stopwatch() as elapsed:
-            async_to_sync(replay)()
+            async_to_sync(write_like_worker)(self.run, self.lease, projection, self.synthetic, start=self.start)
         return elapsed()
 
     def bulk_insert(self) -> float:

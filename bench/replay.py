@@ -83,31 +83,31 @@ def run(context: Context) -> Report:
 
     report = Report("replay", context.database, context.quick, context.repeats)
     cookie = operator_cookie()
-    with daphne() as server:
-        for size in context.sizes:
-            synthetic = synthetic_run(SIZES[size])
-            discard(synthetic.thread_id)
-            run_row, _ = leased_run(synthetic.thread_id, synthetic.run_id)
-            count = seed_timeline(run_row, synthetic)
-            execution = run_row.execution_id
-            subject, baseline = measure_pair(
-                lambda e=execution, n=count: asyncio.run(_replay(server.ws_url, server.base_url, cookie, e, n)),
-                lambda e=execution: _read_and_encode(e),
-                context.repeats,
+    server = daphne()
+    for size in context.sizes:
+        synthetic = synthetic_run(SIZES[size])
+        discard(synthetic.thread_id)
+        run_row, _ = leased_run(synthetic.thread_id, synthetic.run_id)
+        count = seed_timeline(run_row, synthetic)
+        execution = run_row.execution_id
+        subject, baseline = measure_pair(
+            lambda e=execution, n=count: asyncio.run(_replay(server.ws_url, server.base_url, cookie, e, n)),
+            lambda e=execution: _read_and_encode(e),
+            context.repeats,
+        )
+        report.add(
+            Comparison(
+                name="replay",
+                size=size,
+                items=count,
+                subject=subject,
+                baseline=baseline,
+                baseline_name="one ordered query of the same timeline rows, JSON-encoded in replay pages",
+                target=TARGET,
+                extra={"source_items": synthetic.size},
             )
-            report.add(
-                Comparison(
-                    name="replay",
-                    size=size,
-                    items=count,
-                    subject=subject,
-                    baseline=baseline,
-                    baseline_name="one ordered query of the same timeline rows, JSON-encoded in replay pages",
-                    target=TARGET,
-                    extra={"source_items": synthetic.size},
-                )
-            )
-            discard(synthetic.thread_id)
+        )
+        discard(synthetic.thread_id)
     report.notes.append(
         "items = timeline events (AG-UI events) of the execution; the client runs in the benchmark process, "
         "daphne in its own, both on the same 2 CPUs."

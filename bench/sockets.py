@@ -2,28 +2,31 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-from collections.abc import Iterator
 from typing import Any
 
 from tests.services import DaphneServer
 
 from .synthetic import SyntheticRun
 
-__all__ = ("daphne", "operator_cookie", "seed_timeline", "timeline_events")
+__all__ = ("daphne", "operator_cookie", "seed_timeline", "stop_daphne", "timeline_events")
 
 
-@contextlib.contextmanager
-def daphne() -> Iterator[DaphneServer]:
-    """daphne on a free port, on this process's database and Redis (settings come from the environment)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "DJANGO_SETTINGS_MODULE": "harness_site.settings"}
-    server = DaphneServer(env).start()
-    try:
-        yield server
-    finally:
-        server.stop()
+_servers: list[DaphneServer] = []
+
+
+def daphne() -> DaphneServer:
+    """daphne on a free port, on this process's database and Redis, started once per suite process."""
+    if not _servers:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "DJANGO_SETTINGS_MODULE": "harness_site.settings"}
+        _servers.append(DaphneServer(env).start())
+    return _servers[0]
+
+
+def stop_daphne() -> None:
+    while _servers:
+        _servers.pop().stop()
 
 
 def operator_cookie() -> str:

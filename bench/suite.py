@@ -10,9 +10,11 @@ import argparse
 import importlib
 import json
 import sys
+import time
 from pathlib import Path
 
 from .context import Context
+from .sockets import stop_daphne
 
 __all__ = ("BENCHMARKS", "main")
 
@@ -51,12 +53,15 @@ def main(argv: list[str] | None = None) -> int:
         output=args.output,
         machine=json.loads(args.machine),
     )
-    for name in args.benchmarks.split(","):
-        module_name, growth_of = BENCHMARKS[name]
-        print(f"==> {name} on {args.database}", flush=True)
-        report = importlib.import_module(module_name).run(context)
-        path = report.write(args.output, context.machine, growth_of=growth_of)
-        print(f"    wrote {path}", flush=True)
+    try:
+        for name in args.benchmarks.split(","):
+            module_name, growth_of = BENCHMARKS[name]
+            print(f"==> {name} on {args.database}", flush=True)
+            report = importlib.import_module(module_name).run(context)
+            path = report.write(args.output, context.machine, growth_of=growth_of)
+            print(f"    wrote {path} ({time.time() - report.started:.0f} s)", flush=True)
+    finally:
+        stop_daphne()
     return 0
 
 

@@ -28,7 +28,7 @@ from runs.services.codec import EncodedItem, encode_item
 
 __all__ = ("SIZES", "BoundaryState", "SyntheticRun", "synthetic_run")
 
-SIZES = {"1k": 1_000, "10k": 10_000, "100k": 100_000, "20k": 20_000}
+SIZES = {"0.3k": 300, "1k": 1_000, "10k": 10_000, "20k": 20_000, "100k": 100_000}
 CHILD_EVERY = 10
 CHILD_TURNS = 1
 THINKING = "Weighing which record to consult next and why it matters for the plan. " * 6

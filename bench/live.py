@@ -1,0 +1,154 @@
+"""Benchmark 4: live latency from commit in the worker to receipt by websocket clients.
+
+Ten clients (another process) watch an execution through a real daphne while the benchmark process writes a
+synthetic run through the worker's write path (`bench.writer`) paced at `RATE` items per second (about as
+many AG-UI events: nearly every item is one event). Each batch's commit time is taken by an on-commit hook
+registered before the publication's; each client notes when every frame arrived. Latency = receipt - commit,
+per frame and client; every repetition gives its p50 and p99.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import statistics
+import subprocess
+import sys
+import time
+from bisect import bisect_left
+
+from asgiref.sync import async_to_sync
+
+from .context import Context
+from .measure import Comparison, Report, Stats, Target
+from .sockets import daphne, operator_cookie, timeline_events
+from .synthetic import SIZES, synthetic_run
+from .writer import write_like_worker
+
+__all__ = ("run",)
+
+RATE = 500.0
+CLIENTS = 10
+TARGET = Target("median", "<", 50.0, "p99 commit-to-receipt under 50 ms")
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def _positions_by_item(synthetic) -> list[int]:
+    """The last timeline position produced by each source item (the projection is deterministic)."""
+    from observers.agui import HarnessAguiStreamObserver
+
+    observer = HarnessAguiStreamObserver(retain_events=False)
+    last, positions = 0, []
+    for item in synthetic.items:
+        last += len(observer.observe(item))
+        positions.append(last)
+    return positions
+
+
+def _once(server, cookie: str, synthetic, positions: list[int]) -> tuple[list[float], float]:
+    from observers.agui import HarnessAguiStreamObserver
+    from runs.services.policy import redaction_processor
+    from runs.services.projection import RunProjection
+
+    from .host import discard, leased_run
+
+    discard(synthetic.thread_id)
+    run, lease = leased_run(synthetic.thread_id, synthetic.run_id)
+    clients = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bench.live_clients",
+            server.ws_url,
+            server.base_url,
+            cookie,
+            str(run.execution_id),
+            str(CLIENTS),
+            str(positions[-1]),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        if clients.stdout.readline().strip() != "READY":
+            raise RuntimeError("the live clients did not get ready")
+        commits: list[tuple[int, float]] = []  # (last position of the batch, commit time)
+
+        def committed(first: int, last: int, at: float) -> None:
+            commits.append((positions[last], at))
+
+        observer = HarnessAguiStreamObserver(processor=redaction_processor(run.policy_version), retain_events=False)
+        projection = RunProjection(run, copy.copy(observer))
+        began = time.monotonic()
+        async_to_sync(write_like_worker)(run, lease, projection, synthetic, pace=RATE, committed=committed)
+        achieved = synthetic.size / (time.monotonic() - began)
+        output, _ = clients.communicate(timeout=120)
+    finally:
+        if clients.poll() is None:
+            clients.kill()
+    receipts = json.loads(output.strip().splitlines()[-1])["receipts"]
+    batch_ends = [end for end, _ in commits]
+    latencies = []
+    for client in receipts:
+        for position, at in client:
+            batch = bisect_left(batch_ends, position)
+            latencies.append((at - commits[batch][1]) * 1000)
+    discard(synthetic.thread_id)
+    return latencies, achieved
+
+
+def run(context: Context) -> Report:
+    report = Report("live", context.database, context.quick, context.repeats)
+    size = "0.3k" if context.quick else "1k"
+    synthetic = synthetic_run(SIZES[size])
+    positions = _positions_by_item(synthetic)
+    assert positions[-1] == len(timeline_events(synthetic))
+    cookie = operator_cookie()
+    p50s, p99s, maxima, pooled, rates = [], [], [], [], []
+    server = daphne()
+    if not context.quick:
+        _once(server, cookie, synthetic, positions)  # warm-up
+    for _ in range(context.repeats):
+        latencies, achieved = _once(server, cookie, synthetic, positions)
+        rates.append(achieved)
+        pooled.extend(latencies)
+        p50s.append(_percentile(latencies, 0.50))
+        p99s.append(_percentile(latencies, 0.99))
+        maxima.append(max(latencies))
+    extra = {
+        "clients": CLIENTS,
+        "items_per_s": RATE,
+        "achieved_items_per_s_median": statistics.median(rates),
+        "events_per_run": positions[-1],
+        "receipts_per_run": len(pooled) // context.repeats,
+        "pooled_p50_ms": _percentile(pooled, 0.50),
+        "pooled_p99_ms": _percentile(pooled, 0.99),
+        "pooled_max_ms": max(pooled),
+        "mean_ms": statistics.fmean(pooled),
+    }
+    for name, values, target in (("p50", p50s, None), ("p99", p99s, TARGET), ("max", maxima, None)):
+        report.add(
+            Comparison(
+                name=f"commit-to-receipt {name}",
+                size=size,
+                items=0,
+                subject=Stats.of(values),
+                baseline=None,
+                baseline_name="",
+                target=target,
+                unit="ms",
+                extra=extra,
+            )
+        )
+    report.notes.append(
+        f"{CLIENTS} websocket clients (one separate process) on a real daphne; the run's {positions[-1]} events "
+        f"written at {RATE:.0f} items/s through the worker's write path (batches of runner.BATCH_SIZE, boundary "
+        "checkpoints); commit time from an on-commit hook that runs just before the publication. Each repetition "
+        "is one run; the figure is the median over repetitions of that run's percentile. When the writer cannot "
+        "keep the pace (see achieved_items_per_s_median in the JSON) it writes as fast as it can."
+    )
+    return report
