@@ -5,8 +5,12 @@ Protocol of `/ws/executions/<pk>/`: the client sends `{"type": "subscribe", "aft
 live frames in a buffer while it replays stored events after the cursor in pages, sends
 `{"type": "ready", "position": <last sent>}`, then flushes the buffer and forwards live frames, dropping any
 frame at or below the last position sent. A live frame that skips positions (a group message was lost, e.g.
-to channel-layer capacity) is preceded by the missing frames read from the database. Bad cursors get
-`{"type": "error", "code", "message"}` and the socket is closed.
+to channel-layer capacity) is preceded by the missing frames read from the database.
+
+Event frames are `{"type": "event", "position", "run_id", "run", "subagent_run_id", "event": <AG-UI JSON>}`;
+consecutive ones may travel together, in order, as `{"type": "events", "events": [<event frame>, ...]}` (a
+replayed page, a published batch). Status frames are `{"type": "status", "execution", "status", "runs"}`.
+Bad cursors get `{"type": "error", "code", "message"}` and the socket is closed.
 
 `/ws/threads/` forwards `thread.status` messages; a client may first send `{"type": "subscribe",
 "threads": [pk, ...]}` to receive the current status of those threads before the live ones.
@@ -113,8 +117,7 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
 
     async def _replay_then_live(self) -> None:
         while page := await database_sync_to_async(timeline.frames_after)(self.execution_pk, self.last_sent):
-            for frame in page:
-                await self._send_frame(frame)
+            await self._send_frames(page)
             if len(page) < timeline.REPLAY_PAGE_SIZE:
                 break
         await self.send_json({"type": "ready", "position": self.last_sent})
@@ -134,21 +137,27 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         await self.send_json({**message, "type": "status"})
 
     async def _deliver(self, frames: list[dict[str, Any]]) -> None:
+        outgoing: list[dict[str, Any]] = []
+        last = self.last_sent
         for frame in sorted(frames, key=lambda f: f["position"]):
             position = frame["position"]
-            if position <= self.last_sent:
+            if position <= last:
                 continue
-            if position > self.last_sent + 1:
-                missing = await database_sync_to_async(timeline.frames_between)(
-                    self.execution_pk, self.last_sent, position
-                )
-                for earlier in missing:
-                    await self._send_frame(earlier)
-            await self._send_frame(frame)
+            if position > last + 1:
+                outgoing += await database_sync_to_async(timeline.frames_between)(self.execution_pk, last, position)
+            outgoing.append(frame)
+            last = position
+        await self._send_frames(outgoing)
 
-    async def _send_frame(self, frame: dict[str, Any]) -> None:
-        await self.send_json({"type": "event", **frame})
-        self.last_sent = frame["position"]
+    async def _send_frames(self, frames: list[dict[str, Any]]) -> None:
+        """One frame as an `event` message; several as one `events` message (per-message cost dominates replay)."""
+        if not frames:
+            return
+        if len(frames) == 1:
+            await self.send_json({"type": "event", **frames[0]})
+        else:
+            await self.send_json({"type": "events", "events": [{"type": "event", **frame} for frame in frames]})
+        self.last_sent = frames[-1]["position"]
 
 
 class ThreadListConsumer(AuthenticatedJsonConsumer):

@@ -164,7 +164,7 @@ class Scope {
   constructor(timeline, lane, container, item) {
     this.timeline = timeline;
     this.lane = lane;
-    this.container = container; // null: the lane's column of the grid
+    this.container = container; // null: the lane's own column of the timeline
     this.item = item; // the nested-lane item of a child run
     this.messages = new Map();
     this.tools = new Map();
@@ -193,8 +193,7 @@ class Lane {
       this.head = el("header", "lane-head");
       this.head.dataset.run = this.pk;
       this.head.append(document.getElementById("lane-head-template").content.cloneNode(true));
-      this.head.style.gridColumn = this.column;
-      timeline.root.append(this.head);
+      timeline.heads.append(this.head);
     }
     this.firstTimestamp = null;
     this.lastTimestamp = null;
@@ -411,7 +410,7 @@ class Timeline {
     this.queue = [];
     this.queueHead = 0;
     this.scheduled = false;
-    this.rows = 1; // row 1 holds the lane heads
+    this.heads = root.querySelector(".lane-heads");
     this.lanes = new Map();
     this.byPosition = new Map();
     this.toolsById = new Map();
@@ -448,10 +447,9 @@ class Timeline {
     return lane;
   }
 
+  // Items stack in event order (block flow, cheap to lay out at any length); --col shifts each into its lane.
   place(element, column) {
-    this.rows += 1;
-    element.style.gridColumn = column;
-    element.style.gridRow = this.rows;
+    element.style.setProperty("--col", column - 1);
     this.root.append(element);
   }
 
@@ -539,11 +537,10 @@ class Timeline {
   receive(message) {
     switch (message.type) {
       case "event":
-        this.received += 1;
-        if (message.position <= this.cursor) return; // already have it (never expected; cheap to guard)
-        this.cursor = message.position;
-        this.queue.push(message);
-        this.schedule();
+        this.enqueue(message);
+        break;
+      case "events":
+        for (const frame of message.events) this.enqueue(frame);
         break;
       case "status":
         setStatus(this.status, message.status);
@@ -560,6 +557,14 @@ class Timeline {
     }
   }
 
+  enqueue(frame) {
+    this.received += 1;
+    if (frame.position <= this.cursor) return; // already have it (never expected; cheap to guard)
+    this.cursor = frame.position;
+    this.queue.push(frame);
+    this.schedule();
+  }
+
   onError(message) {
     this.setConnection("error", `${message.code}: ${message.message}`);
     if (CURSOR_ERRORS.has(message.code) && this.resets < MAX_RESETS) {
@@ -571,12 +576,11 @@ class Timeline {
   }
 
   reset() {
-    for (const child of Array.from(this.root.children)) if (!child.classList.contains("lane-head")) child.remove();
+    for (const child of Array.from(this.root.children)) if (child !== this.heads) child.remove();
     this.cursor = 0;
     this.rendered = 0;
     this.queue = [];
     this.queueHead = 0;
-    this.rows = 1;
     this.byPosition.clear();
     this.toolsById.clear();
     this.touched.clear();

@@ -42,11 +42,11 @@ def operator_page(live_stack, operator_user, page):
     return page
 
 
-def open_execution(page, base_url: str, execution, fragment: str = "") -> None:
+def open_execution(page, base_url: str, execution, fragment: str = "", timeout: float = 15_000) -> None:
     page.goto(f"{base_url}/executions/{execution.pk}/{fragment}")
     last = TimelineEvent.objects.filter(execution=execution).order_by("-position").first()
-    page.wait_for_selector(f'#timeline[data-rendered="{last.position}"]')
-    page.wait_for_selector('#connection[data-state="live"]')
+    page.wait_for_selector(f'#timeline[data-rendered="{last.position}"]', timeout=timeout)
+    page.wait_for_selector('#connection[data-state="live"]', timeout=timeout)
 
 
 def dom_positions(page) -> list[int]:
@@ -217,3 +217,49 @@ def test_a_permalink_scrolls_to_its_event_and_highlights_it(operator_page, live_
     assert "TOOL_CALL_ARGS" in operator_page.locator("pre.raw-event").inner_text()
     operator_page.click("text=Show in timeline")
     operator_page.wait_for_selector(".highlight#pos-152")
+
+
+def large_execution(target_events: int = 20_000):
+    """Steps of reasoning, streamed text, harness facts and a tool call, like a long agent session."""
+    execution = seed.make_execution(seed.make_thread("Twenty thousand events"), status="completed")
+    run = seed.make_run(execution, status="completed")
+    events = [RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id)]
+    step = 0
+    while len(events) < target_events - 1:
+        r, t, c = f"r{step}", f"t{step}", f"call-{step}"
+        events.append(ReasoningMessageStartEvent(message_id=r, role="reasoning"))
+        events += [ReasoningMessageContentEvent(message_id=r, delta=f"thought {n} ") for n in range(10)]
+        events.append(ReasoningMessageEndEvent(message_id=r))
+        events.append(TextMessageStartEvent(message_id=t, role="assistant"))
+        events += [TextMessageContentEvent(message_id=t, delta=f"word{n} ") for n in range(10)]
+        events.append(TextMessageEndEvent(message_id=t))
+        events += [CustomEvent(name="a13n.harness.lifecycle", value={"step": step, "n": n}) for n in range(3)]
+        events += tool_call(c, "lookup_record", f'{{"record_id": "REC-{step}"}}')
+        events.append(ToolCallResultEvent(message_id=f"{c}:result", tool_call_id=c, content=f"record {step}"))
+        step += 1
+    events = events[: target_events - 1]
+    thread_id = execution.thread.thread_id
+    events.append(RunFinishedEvent(thread_id=thread_id, run_id=run.run_id, outcome={"type": "success"}))
+    seed.append_events(run, events)
+    return execution
+
+
+def test_a_twenty_thousand_event_execution_opens_and_scrolls(operator_page, live_stack):
+    execution = large_execution()
+    open_execution(operator_page, live_stack.base_url, execution, timeout=120_000)
+    assert dom_positions(operator_page) == list(range(1, 20_001))
+    # Deltas and harness facts are folded: far fewer elements than events.
+    items = operator_page.locator("#timeline > .item").count()
+    assert items < 3_000
+    operator_page.mouse.wheel(0, 200_000)
+    operator_page.locator(".item-finished").scroll_into_view_if_needed()
+    assert operator_page.locator(".item-finished").is_visible()
+    # A permalink deep in the run, opened fresh, lands on its event once the replay reaches it.
+    operator_page.goto(f"{live_stack.base_url}/threads/{execution.thread_id}/")
+    operator_page.goto(f"{live_stack.base_url}/executions/{execution.pk}/#pos-19000")
+    operator_page.wait_for_selector(".highlight", timeout=120_000)
+    # 19000 is a harness CUSTOM event: its collapsed group opens and the row itself is highlighted.
+    highlighted = operator_page.locator(".highlight")
+    assert highlighted.get_attribute("data-pos") == "19000"
+    assert "a13n.harness.lifecycle" in highlighted.inner_text()
+    assert highlighted.is_visible()

@@ -42,12 +42,14 @@ def commit_and_publish(run, chunks):
 
 
 async def receive_until(communicator, predicate, limit=5000):
+    """Messages up to the first one matching; `events` batches are unpacked into their event frames."""
     received = []
     for _ in range(limit):
         message = await communicator.receive_json_from(timeout=5)
-        received.append(message)
-        if predicate(message):
-            return received
+        for item in message["events"] if message["type"] == "events" else [message]:
+            received.append(item)
+            if predicate(item):
+                return received
     raise AssertionError("predicate never matched")
 
 
@@ -108,6 +110,7 @@ async def test_events_committed_during_replay_are_delivered_exactly_once(seeded_
         execution_group(run.execution_id), {"type": "timeline.append", "frames": buffered + live}
     )
     message = await communicator.receive_json_from(timeout=5)
+    assert message["type"] == "event"
     assert message["position"] == 1106
     assert message["event"]["delta"] == "live-a"
     assert await communicator.receive_nothing(timeout=0.3)
@@ -146,11 +149,11 @@ async def test_a_lost_live_message_is_filled_from_the_database(seeded_run):
     # Two commits, but the first one's message never reaches the group (as when a layer drops it).
     await sync_to_async(seed.append_events)(run, [seed.TextMessageContentEvent(message_id="m1", delta="lost")])
     await sync_to_async(commit_and_publish)(run, ["published"])
-    first = await communicator.receive_json_from()
-    second = await communicator.receive_json_from()
-    assert [(first["position"], first["event"]["delta"]), (second["position"], second["event"]["delta"])] == [
-        (1101, "lost"),
-        (1102, "published"),
+    message = await communicator.receive_json_from()
+    assert message["type"] == "events"
+    assert [(frame["type"], frame["position"], frame["event"]["delta"]) for frame in message["events"]] == [
+        ("event", 1101, "lost"),
+        ("event", 1102, "published"),
     ]
     await communicator.disconnect()
 
