@@ -545,6 +545,12 @@ class Timeline {
       case "status":
         setStatus(this.status, message.status);
         for (const run of message.runs ?? []) this.lane(run).update(run);
+        // approvals.js fetches the approval form when the execution starts waiting.
+        document.dispatchEvent(
+          new CustomEvent("harness:execution-status", {
+            detail: { execution: message.execution, status: message.status },
+          }),
+        );
         break;
       case "ready":
         this.setConnection("live");
