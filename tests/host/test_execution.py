@@ -120,6 +120,14 @@ def test_a_suspended_run_waits_then_resumes_with_the_operators_answer(demo_threa
     assert dispatches("deploy_release") == [request.tool_call_id]
     resume_run.refresh_from_db()
     assert resume_run.reason == RunReason.RESUME and resume_run.run_id != run.run_id
+    # The accepted answer is kept beside each checkpoint until the history contains the deploy's result.
+    pending = {
+        cp.metadata["boundary"]: checkpoints.pending_input(cp)
+        for cp in Checkpoint.objects.filter(run=resume_run, kind=CheckpointKind.BOUNDARY)
+    }
+    assert pending["tool_execution"].recovery is True
+    assert [e.target_call.tool_call_id for e in pending["tool_execution"].requests.approvals] == [request.tool_call_id]
+    assert pending["model_request"] is None
     assert_contiguous(execution)
 
 
