@@ -49,12 +49,11 @@ from .policy import approval_reason, expiry_for, redaction_processor
 from .projection import RunProjection
 from .publishing import publish_execution_status
 
-__all__ = ("QUESTION_TOOL", "SimulatedCrash", "execute_run")
+__all__ = ("SimulatedCrash", "execute_run")
 
 log = logging.getLogger(__name__)
 
 BATCH_SIZE = 16
-QUESTION_TOOL = "ask_user_question"
 
 _db = sync_to_async
 
@@ -291,14 +290,14 @@ def _deferred_requests(run: Run, result: HarnessRunResult[Any], checkpoint: Any)
             expires_at=expiry_for(policy_version, now),
         )
 
+    def external_kind(entry: DeferredToolCall) -> DeferredKind:
+        # A structured question carries its question in the request metadata (the demo's `ask_operator`).
+        metadata = deferred.metadata.get(entry.target_call.tool_call_id) or {}
+        return DeferredKind.QUESTION if "question" in metadata else DeferredKind.EXTERNAL
+
     DeferredRequest.objects.bulk_create(
         [request(entry, DeferredKind.APPROVAL) for entry in deferred.approvals]
-        + [
-            request(
-                entry, DeferredKind.QUESTION if entry.target_call.tool_name == QUESTION_TOOL else DeferredKind.EXTERNAL
-            )
-            for entry in deferred.calls
-        ]
+        + [request(entry, external_kind(entry)) for entry in deferred.calls]
     )
 
 

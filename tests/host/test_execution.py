@@ -320,3 +320,10 @@ def test_an_interrupted_resume_is_recovered_with_the_accepted_input_marked_recov
         if isinstance(p, ToolReturnPart) and p.tool_name == "deploy_release"
     )
     assert is_unknown_result(deploy)
+
+
+def test_an_external_question_is_stored_as_a_question_request(demo_thread):
+    run = start(demo_thread, "ask the operator which environment")
+    assert runner.execute_run(run.pk) == "suspended"
+    request = DeferredRequest.objects.get(execution=run.execution)
+    assert (request.tool_name, request.kind) == ("ask_operator", "question")

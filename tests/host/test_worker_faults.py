@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import random
-import signal
 import time
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -27,26 +23,6 @@ def fast_recovery(settings):
     builders.configure_policy(lease_seconds=3, max_attempts=10)
 
 
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                # Fields after the parenthesised command name: state, ppid, ...
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                if int(fields[1]) == pid:
-                    found.append(int(entry.name))
-    return found
-
-
-def kill_worker(stack) -> None:
-    """kill -9 the worker and its work-horse (RQ puts each horse in a process group of its own)."""
-    for horse in children(stack.worker.process.pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(horse, signal.SIGKILL)
-    stack.worker.kill()
-
-
 def settle(execution_pks: set[int], *, timeout: float, stack, kills: int = 0, seed: int = 0) -> int:
     """Sweep until no execution is active except those waiting; kill the worker `kills` times on the way."""
     rng = random.Random(seed)
@@ -59,7 +35,7 @@ def settle(execution_pks: set[int], *, timeout: float, stack, kills: int = 0, se
             return killed
         if killed < kills and Run.objects.filter(status=RunStatus.RUNNING, lease_token__isnull=False).exists():
             time.sleep(rng.uniform(0.0, 0.8))
-            kill_worker(stack)
+            stack.worker.kill()
             killed += 1
             stack.restart_worker()
         time.sleep(0.3)
