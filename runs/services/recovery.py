@@ -13,20 +13,28 @@ whose RQ job was lost with its worker are enqueued again (taking the lease is id
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import django_rq
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, Max, OuterRef
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from rq.job import JobStatus
 
 from observers.agui import HarnessAguiStreamObserver
 from runs.harness.deferred import DeferredToolResume
-from runs.harness.events import HarnessRunResultEvent
+from runs.harness.events import (
+    HarnessEvent,
+    HarnessExtensionEvent,
+    HarnessRunResultEvent,
+    HarnessStreamEvent,
+    InlineDelegationPayload,
+)
 from runs.harness.result import HarnessRunResult, SafeFailure
 from runs.models import (
     Checkpoint,
@@ -120,33 +128,66 @@ def _closed(run: Run) -> bool:
     return TimelineEvent.objects.filter(run=run, subagent_run_id="", event_type__in=_TERMINAL_EVENTS).exists()
 
 
+class _Prefix:
+    """The dead run's journal prefix, noting each source's identity and the inline children still open."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.threads: dict[str, str] = {}
+        self.last_sequence: dict[str, int] = {}
+        self.open_children: dict[str, InlineDelegationPayload] = {}
+
+    async def items(self) -> AsyncIterator[HarnessStreamEvent[Any]]:
+        async for item in journal.read_prefix(self.run):
+            self.threads[item.run_id] = item.thread_id
+            self.last_sequence[item.run_id] = item.sequence
+            event = getattr(item, "event", None)
+            if isinstance(event, HarnessExtensionEvent) and event.payload_type == "inline_delegation":
+                delegation = InlineDelegationPayload.model_validate(event.payload)
+                if delegation.child_run_id and delegation.action == "started":
+                    self.open_children[delegation.child_run_id] = delegation
+                elif delegation.child_run_id:
+                    self.open_children.pop(delegation.child_run_id, None)
+            yield item
+
+    def _next(self, run_id: str) -> int:
+        self.last_sequence[run_id] = self.last_sequence.get(run_id, -1) + 1
+        return self.last_sequence[run_id]
+
+    def closing_items(self, failure: SafeFailure) -> list[HarnessStreamEvent[Any]]:
+        """The items a failed run would have ended with: open children failed, innermost first, then the result."""
+        now = timezone.now()
+        items: list[HarnessStreamEvent[Any]] = []
+        for delegation in reversed(list(self.open_children.values())):
+            failed = delegation.model_copy(update={"action": "failed", "status": failure.code})
+            parent = delegation.parent_run_id
+            thread_id = self.threads.get(parent, self.threads[self.run.run_id])
+            items.append(HarnessEvent(thread_id, parent, self._next(parent), now, failed.to_event()))
+        root, thread_id = self.run.run_id, self.threads[self.run.run_id]
+        result = HarnessRunResult(thread_id=thread_id, run_id=root, status="failed", failure=failure)
+        items.append(HarnessRunResultEvent(thread_id, root, self._next(root), now, result))
+        return items
+
+
 def close_projection(run: Run) -> bool:
-    """End the abandoned run's lane with what its observer gives for a failed terminal; False if already ended."""
-    if _closed(run) or not JournalEntry.objects.filter(run=run).exists():
+    """End the abandoned run's lane with what its observer gives for a failed run; False if already ended."""
+    if _closed(run) or not JournalEntry.objects.filter(run=run, source_run_id=run.run_id).exists():
         return False
     if JournalEntry.objects.filter(run=run, source_run_id=run.run_id, kind__startswith="result.").exists():
         # The run's own terminal item is journaled; its projection already ended the lane.
         return False
     observer = HarnessAguiStreamObserver(processor=redaction_processor(run.policy_version), retain_events=False)
-    async_to_sync(observer.resume)(journal.read_prefix(run))
-    last = JournalEntry.objects.filter(run=run, source_run_id=run.run_id).aggregate(last=Max("source_sequence"))
-    thread_id = run.execution.thread.thread_id
+    prefix = _Prefix(run)
+    async_to_sync(observer.resume)(prefix.items())
     failure = SafeFailure(
         code=WORKER_LOST,
         message="The worker running this run stopped; a recovery run continues the execution.",
         retry_hint="new_run",
     )
-    closing = HarnessRunResultEvent(
-        thread_id,
-        run.run_id,
-        last["last"] + 1,
-        timezone.now(),
-        HarnessRunResult(thread_id=thread_id, run_id=run.run_id, status="failed", failure=failure),
-    )
     with transaction.atomic():
         if _closed(Run.objects.select_for_update().get(pk=run.pk)):
             return False
-        RunProjection(run, observer).store([(None, closing)])
+        RunProjection(run, observer).store([(None, item) for item in prefix.closing_items(failure)])
     return True
 
 

@@ -327,3 +327,31 @@ def test_an_external_question_is_stored_as_a_question_request(demo_thread):
     assert runner.execute_run(run.pk) == "suspended"
     request = DeferredRequest.objects.get(execution=run.execution)
     assert (request.tool_name, request.kind) == ("ask_operator", "question")
+
+
+def test_closing_a_lane_that_died_inside_a_delegation_ends_the_child_too(demo_thread, monkeypatch):
+    from runs.services.projection import RunProjection
+
+    real = RunProjection.record
+
+    def record(self, items, *, lease):
+        # Dies on the first batch after the child's "started" fact became durable.
+        if self.run.journal.filter(kind="harness.delegation.inline_delegation").exists():
+            raise Crash
+        return real(self, items, lease=lease)
+
+    dead = start(demo_thread, "research the outage")
+    monkeypatch.setattr(RunProjection, "record", record)
+    with pytest.raises(Crash):
+        runner.execute_run(dead.pk)
+    monkeypatch.undo()
+    expire_leases()
+    assert recovery.sweep().closed == 1
+    lane = list(TimelineEvent.objects.filter(run=dead).order_by("position"))
+    child = next(event.event for event in lane if event.event_type == "SUBAGENT_STARTED")
+    errors = [event.event for event in lane if event.event_type == "SUBAGENT_ERROR"]
+    assert [(e["subagentRunId"], e["code"]) for e in errors] == [(child["subagentRunId"], recovery.WORKER_LOST)]
+    assert lane[-1].event_type == "RUN_ERROR"
+    assert_contiguous(dead.execution)
+    successor = Run.objects.get(previous_run=dead)
+    assert runner.execute_run(successor.pk) == "completed"
