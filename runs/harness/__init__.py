@@ -9,6 +9,7 @@ from .agent import AgentDefinition, ExecutableAgent
 from .capability_state import AgentContextState
 from .context import AgentContext, RunBindings
 from .deferred import DeferredToolCall, DeferredToolRequests, DeferredToolResume
+from .delegation import inline_delegation_tool
 from .errors import DefinitionError, HarnessError, RunCleanupError, RunError, StateError
 from .events import (
     AgentStreamEventProtocol,
@@ -56,4 +57,5 @@ __all__ = (
     "StateError",
     "StoredRef",
     "ToolRecoveryMode",
+    "inline_delegation_tool",
 )
