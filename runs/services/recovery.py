@@ -169,8 +169,11 @@ class _Prefix:
         return items
 
 
-def close_projection(run: Run) -> bool:
-    """End the abandoned run's lane with what its observer gives for a failed run; False if already ended."""
+def close_projection(run: Run, failure: SafeFailure | None = None) -> bool:
+    """End a dead run's lane with what its observer gives for a failed run; False if it already ended.
+
+    `failure` defaults to the worker having been lost.
+    """
     if _closed(run) or not JournalEntry.objects.filter(run=run, source_run_id=run.run_id).exists():
         return False
     if JournalEntry.objects.filter(run=run, source_run_id=run.run_id, kind__startswith="result.").exists():
@@ -179,7 +182,7 @@ def close_projection(run: Run) -> bool:
     observer = HarnessAguiStreamObserver(processor=redaction_processor(run.policy_version), retain_events=False)
     prefix = _Prefix(run)
     async_to_sync(observer.resume)(prefix.items())
-    failure = SafeFailure(
+    failure = failure or SafeFailure(
         code=WORKER_LOST,
         message="The worker running this run stopped; a recovery run continues the execution.",
         retry_hint="new_run",

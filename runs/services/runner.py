@@ -48,6 +48,7 @@ from .leases import Lease, LeaseLost
 from .policy import approval_reason, expiry_for, redaction_processor
 from .projection import RunProjection
 from .publishing import publish_execution_status
+from .recovery import close_projection
 
 __all__ = ("SimulatedCrash", "execute_run")
 
@@ -232,16 +233,19 @@ async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, c
     except LeaseLost:
         raise
     except HarnessError as exc:
-        await flush()
-        await _db(_record_failure)(lease, exc.code, str(exc))
-        return f"failed: {exc.code}"
+        failure = SafeFailure(code=exc.code, message=str(exc), retry_hint=exc.retry_hint)
     except Exception as exc:
         log.exception("run %s failed in the host", run_pk)
-        await _db(_record_failure)(lease, "host_error", f"The run stopped on an internal error ({type(exc).__name__}).")
-        return "failed: host_error"
-    assert result is not None
-    await _db(_record_result)(run, lease, result, last_index)
-    return result.status
+        message = f"The run stopped on an internal error ({type(exc).__name__})."
+        failure = SafeFailure(code="host_error", message=message)
+    else:
+        assert result is not None
+        await _db(_record_result)(run, lease, result, last_index)
+        return result.status
+    # The stream ended without its terminal item: fail the run, then end its lane as a failed run would.
+    await _db(_record_failure)(lease, failure.code, failure.message)
+    await _db(close_projection)(run, failure)
+    return f"failed: {failure.code}"
 
 
 def _record_dispatch(lease: Lease, call: ToolCallPart, retryable: bool) -> None:

@@ -355,3 +355,19 @@ def test_closing_a_lane_that_died_inside_a_delegation_ends_the_child_too(demo_th
     assert_contiguous(dead.execution)
     successor = Run.objects.get(previous_run=dead)
     assert runner.execute_run(successor.pk) == "completed"
+
+
+def test_a_stream_that_breaks_off_fails_the_run_and_ends_its_lane(demo_thread, monkeypatch):
+    from runs.harness.errors import RunError
+
+    def broken(*args, **kwargs):
+        raise RunError("the state store is unavailable", code="state_store_unavailable")
+
+    monkeypatch.setattr(checkpoints, "record", broken)
+    run = start(demo_thread, "hello")
+    assert runner.execute_run(run.pk) == "failed: state_store_unavailable"
+    run.refresh_from_db()
+    assert (run.status, run.failure_code, run.lease_token) == (RunStatus.FAILED, "state_store_unavailable", None)
+    assert run.execution.status == ExecutionStatus.FAILED
+    last = TimelineEvent.objects.filter(run=run).order_by("-position").first()
+    assert (last.event_type, last.event["code"]) == ("RUN_ERROR", "state_store_unavailable")
