@@ -6,13 +6,17 @@ each exactly once.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from runs.models import AgentProfile, Execution, TimelineEvent
-from runs.services import executions
+from runs.services import executions, policy
 from tests.conftest import log_in
+from tests.services import ROOT
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 DEMO_TOOLS = [
@@ -124,3 +128,54 @@ def test_the_page_resumes_from_its_cursor_after_daphne_restarts(operator_page, l
     assert all(isinstance(after, int) and after > 0 for after in subscriptions[1:])
     assert operator_page.evaluate("() => window.harnessTimeline.received") == len(stored)
     assert operator_page.locator("#connection").get_attribute("data-state") == "live"
+
+
+def test_the_threads_list_updates_statuses_without_a_reload(operator_page, live_stack, demo_thread):
+    operator_page.goto(f"{live_stack.base_url}/")
+    badge = operator_page.locator(f'[data-thread-status="{demo_thread.pk}"]')
+    assert badge.inner_text() == "idle"
+    operator_page.wait_for_function("() => document.body.dataset.liveStatus === 'live'")
+    operator_page.evaluate("() => { window.__sameDocument = true; }")
+    executions.start_execution(demo_thread, "Look up the records, then a slow step of 2 seconds")
+    operator_page.wait_for_selector(f'[data-thread-status="{demo_thread.pk}"].status-running', timeout=RUN_TIMEOUT_MS)
+    operator_page.wait_for_selector(f'[data-thread-status="{demo_thread.pk}"].status-completed', timeout=RUN_TIMEOUT_MS)
+    assert operator_page.evaluate("() => window.__sameDocument") is True
+
+
+def sweep_in_a_process_of_its_own(stack) -> None:
+    """What the sweeper process of `bin/run` does once (this process runs Playwright's event loop)."""
+    subprocess.run([sys.executable, "manage.py", "harness_recover"], cwd=ROOT, env=stack.env, check=True)
+
+
+def test_a_crashed_worker_leaves_a_recovery_run_in_a_second_lane(operator_page, live_stack, demo_thread):
+    current = executions.current_policy_version()
+    policy.publish_policy_version(current.policy, created_by=None, comment="fast leases", lease_seconds=3)
+    execution = start_from_the_thread_page(
+        operator_page, live_stack.base_url, demo_thread, "Run a slow step of 20 seconds, then look up the records"
+    )
+    operator_page.locator(".item-tool", has_text="slow_step").wait_for(timeout=RUN_TIMEOUT_MS)
+    live_stack.worker.kill()
+    live_stack.restart_worker()
+    deadline = time.monotonic() + RUN_TIMEOUT_MS / 1000
+    while Execution.objects.get(pk=execution.pk).status != "completed":
+        assert time.monotonic() < deadline, live_stack.worker.log()[-3000:]
+        sweep_in_a_process_of_its_own(live_stack)
+    wait_for_status(operator_page, "completed")
+    heads = operator_page.locator(".lane-head")
+    heads.nth(1).wait_for()
+    assert heads.count() == 2
+    assert heads.nth(0).locator(".lane-status").inner_text() == "abandoned"
+    assert heads.nth(1).locator(".lane-reason").inner_text().lower() == "recovery"
+    heads.nth(1).locator(".lane-status.status-completed").wait_for()
+    operator_page.locator(".item-finished").wait_for(timeout=RUN_TIMEOUT_MS)
+    stored = wait_until_everything_is_drawn(operator_page, execution)
+    assert dom_positions(operator_page) == stored == list(range(1, len(stored) + 1))
+    # The recovery run's items are in the second column, below everything of the first run.
+    first_run_last = TimelineEvent.objects.filter(execution=execution, run__number=1).order_by("-position").first()
+    second_run_first = TimelineEvent.objects.filter(execution=execution, run__number=2).order_by("position").first()
+    first_box = operator_page.locator(f'[data-positions~="{first_run_last.position}"]').bounding_box()
+    second_box = operator_page.locator(f'[data-positions~="{second_run_first.position}"]').bounding_box()
+    assert second_box["x"] >= first_box["x"] + first_box["width"]
+    assert second_box["y"] > first_box["y"]
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    operator_page.screenshot(path=str(SCREENSHOTS / "recovery-lanes-live.png"), full_page=True)
