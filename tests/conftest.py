@@ -53,9 +53,18 @@ def redis_settings(settings, redis_server):
     }
     settings.RQ_QUEUES = {"default": {"URL": redis_server.url, "DEFAULT_TIMEOUT": 600}}
     yield redis_server
+    _forget_everything_but_workers(redis_server.url)
+
+
+def _forget_everything_but_workers(url: str) -> None:
+    """Empty queues, jobs and channel groups between tests, but keep the registrations of the session's live
+    workers: a worker registers once at start, and deleting its keys would make it invisible to /health/."""
     import redis
 
-    redis.Redis.from_url(redis_server.url).flushdb()
+    client = redis.Redis.from_url(url)
+    doomed = [key for key in client.scan_iter(count=1000) if not key.startswith((b"rq:workers", b"rq:worker:"))]
+    for start in range(0, len(doomed), 500):
+        client.delete(*doomed[start : start + 500])
 
 
 @dataclass
