@@ -116,16 +116,19 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         self.replay = asyncio.create_task(self._replay_then_live())
 
     async def _replay_then_live(self) -> None:
-        while page := await database_sync_to_async(timeline.frames_after)(self.execution_pk, self.last_sent):
-            await self._send_frames(page)
-            if len(page) < timeline.REPLAY_PAGE_SIZE:
-                break
+        await self._send_stored_after_cursor()
         await self.send_json({"type": "ready", "position": self.last_sent})
         while self.pending:
             frames, self.pending = self.pending, []
             await self._deliver(frames)
         # No await between the emptiness check above and this switch: nothing can slip past the buffer.
         self.live = True
+
+    async def _send_stored_after_cursor(self) -> None:
+        while page := await database_sync_to_async(timeline.frames_after)(self.execution_pk, self.last_sent):
+            await self._send_frames(page)
+            if len(page) < timeline.REPLAY_PAGE_SIZE:
+                break
 
     async def timeline_append(self, message: dict[str, Any]) -> None:
         if not self.live:
@@ -134,6 +137,10 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         await self._deliver(message["frames"])
 
     async def execution_status(self, message: dict[str, Any]) -> None:
+        if self.live:
+            # A status change follows the commits before it; if the layer dropped the last timeline message
+            # (no later frame would reveal the gap), catch up from the database before reporting the status.
+            await self._send_stored_after_cursor()
         await self.send_json({**message, "type": "status"})
 
     async def _deliver(self, frames: list[dict[str, Any]]) -> None:

@@ -11,6 +11,7 @@ urlpatterns = [
     path("threads/<int:pk>/executions/", views.start_execution, name="start_execution"),
     path("checkpoints/<int:pk>/fork/", views.fork_checkpoint, name="fork_checkpoint"),
     path("executions/<int:pk>/", views.execution_detail, name="execution"),
+    path("executions/<int:pk>/cancel/", views.cancel_execution, name="cancel_execution"),
     path("executions/<int:execution_pk>/events/<int:position>/", views.event_detail, name="event"),
     path("runs/<int:pk>/", views.run_detail, name="run"),
     *approval_urls.urlpatterns,

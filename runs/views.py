@@ -122,6 +122,16 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@require_POST
+def cancel_execution(request: HttpRequest, pk: int) -> HttpResponse:
+    execution = get_object_or_404(Execution, pk=pk)
+    if execution.is_active:
+        executions.cancel_execution(execution)
+        messages.success(request, "Cancellation requested; the run stops at its next heartbeat.")
+    return redirect("runs:execution", pk=execution.pk)
+
+
+@login_required
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("execution__thread", "previous_run", "policy_version"), pk=pk)
     events = Paginator(timeline.run_events(run), RUN_EVENTS_PER_PAGE).get_page(request.GET.get("page"))

@@ -139,3 +139,21 @@ def test_durations_read_like_the_timeline_script_writes_them(seconds, text):
     from datetime import timedelta
 
     assert format_duration(timedelta(seconds=seconds)) == text
+
+
+def test_an_active_execution_can_be_cancelled_from_its_page(client_in):
+    execution = seed.make_execution(status="waiting")
+    assert "Cancel execution" in client_in.get(f"/executions/{execution.pk}/").content.decode()
+    response = client_in.post(f"/executions/{execution.pk}/cancel/")
+    assert response.status_code == 302
+    execution.refresh_from_db()
+    assert execution.status == "cancelled"
+    assert "Cancel execution" not in client_in.get(f"/executions/{execution.pk}/").content.decode()
+
+
+def test_starting_an_execution_on_a_busy_thread_says_so(client_in):
+    thread = executions.create_thread(seed.make_thread().profile, title="Busy")
+    seed.make_execution(thread, status="running")
+    response = client_in.post(f"/threads/{thread.pk}/executions/", {"input": "more"}, follow=True)
+    assert "already has an active execution" in response.content.decode()
+    assert thread.executions.count() == 1

@@ -17,6 +17,7 @@ from ag_ui.core import (
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
+    StepStartedEvent,
     SubagentFinishedEvent,
     SubagentStartedEvent,
     TextMessageContentEvent,
@@ -263,3 +264,46 @@ def test_a_twenty_thousand_event_execution_opens_and_scrolls(operator_page, live
     assert highlighted.get_attribute("data-pos") == "19000"
     assert "a13n.harness.lifecycle" in highlighted.inner_text()
     assert highlighted.is_visible()
+
+
+def test_interrupts_cancellations_and_other_events_have_their_own_cards(operator_page, live_stack):
+    execution = seed.make_execution(seed.make_thread("Deploy, then cancelled"), status="cancelled")
+    thread_id = execution.thread.thread_id
+    first = seed.make_run(execution, status="suspended")
+    interrupt = {
+        "id": "call-9",
+        "toolCallId": "call-9",
+        "reason": "approval",
+        "metadata": {"tool_name": "deploy_release", "args": {"version": "1.4.2"}},
+    }
+    seed.append_events(
+        first,
+        [
+            RunStartedEvent(thread_id=thread_id, run_id=first.run_id),
+            *tool_call("call-9", "deploy_release", '{"version": "1.4.2"}'),
+            RunFinishedEvent(
+                thread_id=thread_id, run_id=first.run_id, outcome={"type": "interrupt", "interrupts": [interrupt]}
+            ),
+        ],
+    )
+    second = seed.make_run(execution, reason="resume", previous_run=first, status="cancelled")
+    seed.append_events(
+        second,
+        [
+            RunStartedEvent(thread_id=thread_id, run_id=second.run_id),
+            StepStartedEvent(step_name="an event this page has no card for"),
+            RunFinishedEvent(thread_id=thread_id, run_id=second.run_id, outcome={"type": "cancelled"}),
+        ],
+    )
+    open_execution(operator_page, live_stack.base_url, execution)
+    card = operator_page.locator(".item-interrupt .interrupt-card")
+    assert card.locator(".interrupt-title").inner_text() == "waiting for approval: deploy_release"
+    assert '"version": "1.4.2"' in card.locator("pre").inner_text()
+    # No pending request is stored for this seeded run, so the card points to the approvals inbox.
+    assert card.locator("a.interrupt-link").get_attribute("href") == "/approvals/"
+    assert operator_page.locator(".lane-head").nth(1).locator(".lane-reason").inner_text().lower() == "resume"
+    assert operator_page.locator(".item-cancelled .item-label").inner_text() == "run cancelled"
+    generic = operator_page.locator(".item-generic")
+    assert generic.locator(".item-label").inner_text() == "STEP_STARTED"
+    assert "an event this page has no card for" in generic.locator("pre").inner_text()
+    assert operator_page.locator("#execution-status").inner_text() == "cancelled"
