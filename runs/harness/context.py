@@ -30,8 +30,9 @@ class RunBindings:
     """Fresh authority for one run, supplied by the Host.
 
     `model` overrides the definition's model for this run only; `deferred_tools_supported=False` is for
-    Hosts (and inline children) without a deferred lifecycle: a deferred call then fails the run instead of
-    suspending it; `deps` is whatever the Host's own tools need.
+    Hosts (and inline children) without a deferred lifecycle: every approval or external call is then
+    refused inline (the model sees `DEFERRED_UNAVAILABLE_MESSAGE`) and the run never suspends; `deps` is
+    whatever the Host's own tools need.
     """
 
     model: Model | str | None = None

@@ -33,6 +33,7 @@ from pydantic_ai import (
     ToolFailed,
     ToolReturn,
 )
+from pydantic_ai.tools import RunContext
 
 from .errors import DefinitionError, RunError
 from .interrupted import answered_call_ids
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from .state import HarnessState
 
 __all__ = (
+    "DEFERRED_UNAVAILABLE_MESSAGE",
     "MAX_DEFERRED_METADATA_BYTES",
     "MAX_DEFERRED_REQUESTS",
     "DeferredToolCall",
@@ -49,12 +51,14 @@ __all__ = (
     "check_resume_surface",
     "last_response_index",
     "preflight_deferred_resume",
+    "refuse_deferred_requests",
     "tool_identity",
     "validate_deferred_requests",
 )
 
 MAX_DEFERRED_REQUESTS: Final = 128
 MAX_DEFERRED_METADATA_BYTES: Final = 64 * 1024
+DEFERRED_UNAVAILABLE_MESSAGE: Final = "Deferred interaction unavailable: this run cannot wait for approval or input."
 
 
 def tool_identity(tool_def: ToolDefinition) -> str:
@@ -211,6 +215,19 @@ class DeferredToolResume:
             metadata=rekey(self.results.metadata),
             answered_by=rekey(self.results.answered_by),
         )
+
+
+def refuse_deferred_requests(ctx: RunContext[Any], requests: NativeDeferredToolRequests) -> NativeDeferredToolResults:
+    """Answer every deferred item at once, for runs whose bindings cannot suspend (e.g. inline children).
+
+    The model sees the refusal as the call's result and carries on. pydantic-ai records a denial only for
+    approvals (a `ToolDenied` among external results would become the call's return value), so external
+    calls and questions fail with the same message instead.
+    """
+    return requests.build_results(
+        approvals={call.tool_call_id: ToolDenied(DEFERRED_UNAVAILABLE_MESSAGE) for call in requests.approvals},
+        calls={call.tool_call_id: ToolFailed(DEFERRED_UNAVAILABLE_MESSAGE) for call in requests.calls},
+    )
 
 
 def preflight_deferred_resume(

@@ -4,7 +4,8 @@ The child is a full Harness run with its own run id and Thread. Every item of it
 terminal result is forwarded into the parent's stream (keeping the child's own numbering), so one root stream
 carries the whole delegation. The parent keeps the child's latest state in the `a13n.subagents` namespace,
 so the next delegation to the same child continues the child's Thread. Children cannot suspend on deferred
-tools: nobody could answer them inside the parent's tool call.
+tools (nobody could answer them inside the parent's tool call): their approvals and external calls are
+refused inline and the child carries on.
 """
 
 from __future__ import annotations

@@ -28,11 +28,17 @@ from pydantic_ai import (
     UserContent,
 )
 from pydantic_ai import DeferredToolRequests as NativeDeferredToolRequests
+from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
 from pydantic_ai.run import AgentRun
 
 from .capability_state import AgentContextState
 from .context import AgentContext, RunBindings
-from .deferred import DeferredToolRequests, DeferredToolResume, preflight_deferred_resume
+from .deferred import (
+    DeferredToolRequests,
+    DeferredToolResume,
+    preflight_deferred_resume,
+    refuse_deferred_requests,
+)
 from .errors import RetryHint, RunCleanupError, RunError, StateError
 from .events import HarnessEvent, HarnessRunResultEvent, lifecycle_event, run_started_event, utc_now
 from .interrupted import InterruptedResponseTracker, normalize_interrupted_history
@@ -104,6 +110,10 @@ class HarnessRunStream(Generic[OutputT]):
         history = _reconcile_system_prompt(self._previous.message_history, executable.definition.system_prompt)
         self._plan = prepare_tool_recovery(history, tool_recovery, resume)
         self._recovery: ToolRecoveryCapability[Any] = self._plan.capability()
+        self._capabilities: list[AbstractCapability[AgentContext]] = [self._recovery]
+        if not bindings.deferred_tools_supported:
+            # Last in the chain, so the definition's own deferred handlers still answer what they can.
+            self._capabilities.append(HandleDeferredToolCalls(refuse_deferred_requests))
         self._latest_messages: list[ModelMessage] = list(self._plan.history)
 
         self._phase: Literal["new", "active", "closed"] = "new"
@@ -273,7 +283,7 @@ class HarnessRunStream(Generic[OutputT]):
                 deps=self.context,
                 usage_limits=self._usage_limits,
                 cancellation_token=self._token,
-                capabilities=[self._recovery],
+                capabilities=self._capabilities,
             ) as agent_run:
                 self._agent_run = agent_run
                 await self._drive_nodes(agent_run)
@@ -287,6 +297,8 @@ class HarnessRunStream(Generic[OutputT]):
             return await self._failed("agent_run_failed", "The agent run failed.", exc)
 
         suspended = isinstance(output, NativeDeferredToolRequests)
+        # Only reachable when a call defers again after being answered inline (the refusal handler has
+        # already run for that step), so the run cannot suspend and fails with its state.
         if suspended and not self._bindings.deferred_tools_supported:
             return await self._failed(
                 "deferred_tools_unsupported",

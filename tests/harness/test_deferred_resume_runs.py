@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic_ai import DeferredToolResults as NativeResults
 from pydantic_ai import (
+    ApprovalRequired,
+    CallDeferred,
     ModelRequest,
     ModelResponse,
+    RunContext,
     Tool,
     ToolApproved,
     ToolCallPart,
@@ -18,11 +20,14 @@ from pydantic_ai import (
     ToolReturn,
     UserPromptPart,
 )
+from pydantic_ai import DeferredToolResults as NativeResults
+from pydantic_ai.capabilities import HandleDeferredToolCalls
 from pydantic_ai.toolsets import ExternalToolset
 
 from runs.harness import DeferredToolCall, DeferredToolRequests, DeferredToolResume
 from runs.harness.agent import AgentDefinition, ExecutableAgent
 from runs.harness.context import RunBindings
+from runs.harness.deferred import DEFERRED_UNAVAILABLE_MESSAGE
 from runs.harness.errors import DefinitionError, RunError
 from runs.harness.state import HarnessState
 
@@ -159,6 +164,68 @@ async def test_fresh_resume_ignores_the_recovery_mode():
     )
 
     assert spy.runs == [("delete", {"x": 1})]
+
+
+# --- bindings without deferred tools (T69, S72) ---------------------------------------------------------
+
+
+async def test_without_deferred_support_every_deferred_item_is_refused_inline_and_the_run_continues():
+    spy = Spy()
+
+    def ask() -> str:
+        raise CallDeferred(metadata={"question": "Which one?"}, kind="question")
+
+    model = CallingModel(
+        [
+            ToolCallPart("delete", {"x": 1}, tool_call_id="d1"),
+            ToolCallPart("lookup", {"x": 4}, tool_call_id="e1"),
+            ToolCallPart("ask", {}, tool_call_id="q1"),
+        ]
+    )
+    agent = build(
+        model,
+        tools=[Tool(spy.tool("delete"), requires_approval=True), ask],
+        toolsets=[ExternalToolset([ToolDefinition(name="lookup", parameters_json_schema=X_SCHEMA)])],
+    )
+
+    result = await agent.run("go", bindings=RunBindings(deferred_tools_supported=False))
+
+    assert (result.status, result.deferred, result.suspend_reason) == ("completed", None, None)
+    assert spy.runs == []
+    outcomes = {
+        call_id: (part.outcome, part.content)
+        for call_id, (part,) in returns_by_id(result.state.message_history).items()
+    }
+    assert outcomes == {
+        "d1": ("denied", DEFERRED_UNAVAILABLE_MESSAGE),
+        "e1": ("failed", DEFERRED_UNAVAILABLE_MESSAGE),
+        "q1": ("failed", DEFERRED_UNAVAILABLE_MESSAGE),
+    }
+
+
+async def test_without_deferred_support_a_call_deferring_again_fails_the_run_with_its_state():
+    """The defensive path: an item answered inline defers again, so the native output is still a request."""
+
+    def pay(ctx: RunContext[Any]) -> str:
+        if not ctx.tool_call_approved:
+            raise ApprovalRequired()
+        raise CallDeferred()
+
+    model = CallingModel([ToolCallPart("pay", {}, tool_call_id="p1")])
+    approve_all = HandleDeferredToolCalls(lambda ctx, requests: requests.build_results(approve_all=True))
+    agent = AgentDefinition(model=model.model(), tools=[Tool(pay, takes_ctx=True)], capabilities=[approve_all]).build()
+
+    result = await agent.run("go", bindings=RunBindings(deferred_tools_supported=False))
+
+    assert result.status == "failed" and result.deferred is None
+    assert (result.failure.code, result.failure.retry_hint) == ("deferred_tools_unsupported", "none")
+    assert result.state is not None
+    assert any(
+        call.tool_call_id == "p1"
+        for m in result.state.message_history
+        if isinstance(m, ModelResponse)
+        for call in m.tool_calls
+    )
 
 
 # --- invalid resumes: rejected with a stable code, state unchanged ----------------------------------------

@@ -13,6 +13,7 @@ from runs.harness import (
     HarnessState,
     RunError,
 )
+from runs.harness.deferred import DEFERRED_UNAVAILABLE_MESSAGE
 from runs.harness.delegation import inline_delegation_tool
 from runs.harness.events import run_started_event, utc_now
 from runs.harness.scripted import scripted_model
@@ -86,18 +87,20 @@ async def test_child_thread_is_retained_and_continued():
     assert record.load_state().thread_id == record.thread_id != "thr_lead2"
 
 
-def dangerous() -> str:
-    return "did it"
-
-
 async def test_children_cannot_suspend_on_deferred_tools():
-    """Children run with deferred_tools_supported=False: an approval request fails the child, not the root."""
+    """S72/T69: children run with deferred_tools_supported=False, so their approvals are refused inline."""
 
     def child_script(messages, info):
         returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
         if returns:
-            return ModelResponse(parts=[TextPart("approved work done")])
+            return ModelResponse(parts=[TextPart(f"child saw {returns[0].outcome}: {returns[0].content}")])
         return ModelResponse(parts=[ToolCallPart("dangerous", {}, "x1")])
+
+    ran = []
+
+    def dangerous() -> str:
+        ran.append("dangerous")
+        return "did it"
 
     child = AgentDefinition(
         name="researcher", model=scripted_model(child_script), tools=[Tool(dangerous, requires_approval=True)]
@@ -109,11 +112,10 @@ async def test_children_cannot_suspend_on_deferred_tools():
     items = await collect(stream)
 
     result = items[-1].result
-    assert result.status == "completed"
-    assert result.output.startswith("parent got: The researcher agent did not complete")
-    assert result.output.endswith("(failed)")
-    failed = [payload for item in items if (payload := _delegation(item)) and payload["action"] == "failed"]
-    assert [payload["status"] for payload in failed] == ["failed"]
+    assert result.status == "completed" and ran == []
+    assert result.output == f"parent got: child saw denied: {DEFERRED_UNAVAILABLE_MESSAGE} (success)"
+    actions = [payload["action"] for item in items if (payload := _delegation(item))]
+    assert actions == ["started", "completed"]
 
 
 async def test_only_registered_children_can_be_forwarded():
