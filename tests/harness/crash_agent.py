@@ -4,8 +4,10 @@
 tool-call event (the boundary before tool execution) it exports the state to DIR/state.json; the tools record
 their start in DIR/<tool>.log and then block, so the parent can SIGKILL this process while they run.
 
-`python -m tests.harness.crash_agent resume DIR MODE`: loads DIR/state.json in a fresh process, continues it
-with `tool_recovery=MODE` (tools now finish at once) and writes the result summary to DIR/result.json.
+`python -m tests.harness.crash_agent resume DIR MODE...`: in a fresh process, for each MODE loads
+DIR/MODE/state.json, continues it with `tool_recovery=MODE` (tools now finish at once, recording their start
+in DIR/MODE/<tool>.log) and writes the result summary to DIR/MODE/result.json. One process serves every
+mode because each resume only reads its own copy of the killed run's files.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ async def crash(directory: Path) -> None:
 
 
 async def resume(directory: Path, mode: str) -> None:
+    directory = directory / mode
     state = HarnessState.model_validate_json((directory / "state.json").read_text())
     result = await executable(directory, block=False).run(previous_state=state, tool_recovery=mode)
     results = {
@@ -85,4 +88,8 @@ async def resume(directory: Path, mode: str) -> None:
 
 if __name__ == "__main__":
     phase, directory = sys.argv[1], Path(sys.argv[2])
-    asyncio.run(crash(directory) if phase == "crash" else resume(directory, sys.argv[3]))
+    if phase == "crash":
+        asyncio.run(crash(directory))
+    else:
+        for mode in sys.argv[3:]:
+            asyncio.run(resume(directory, mode))

@@ -2,13 +2,15 @@
 
 The child exports state at the boundary before tool execution; the parent kills it once both tools have
 recorded their start, then continues the exported state in a new process. Under "declared" only the
-retryable `lookup` runs again; the unmarked `charge` gets the unknown result.
+retryable `lookup` runs again; the unmarked `charge` gets the unknown result. One crash and one resuming
+process serve all three modes: each mode continues its own copy of the killed run's files.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -54,25 +56,36 @@ def crash_while_tools_run(directory: Path) -> None:
     assert process.returncode == -signal.SIGKILL
 
 
-def resume_in_new_process(directory: Path, mode: str) -> dict:
-    process = child("resume", str(directory), mode)
+MODES = ("declared", "never", "always")
+
+
+@pytest.fixture(scope="module")
+def recovered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The killed run's files, continued once per mode in one new process (DIR/<mode>/)."""
+    directory = tmp_path_factory.mktemp("crash")
+    crash_while_tools_run(directory)
+    for mode in MODES:
+        shutil.copytree(directory, directory / mode, ignore=shutil.ignore_patterns(*MODES))
+    process = child("resume", str(directory), *MODES)
     _, stderr = process.communicate(timeout=DEADLINE_SECONDS)
     assert process.returncode == 0, stderr.decode()
-    return json.loads((directory / "result.json").read_text())
+    return directory
+
+
+def test_the_killed_run_exported_its_calls_before_the_tools_ran(recovered):
+    exported = json.loads((recovered / "state.json").read_text())
+    assert [part["part_kind"] for part in exported["message_history"][-1]["parts"]] == ["tool-call", "tool-call"]
+    assert (starts(recovered, "lookup"), starts(recovered, "charge")) == (1, 1)
 
 
 @pytest.mark.parametrize(
-    ("mode", "lookup_runs", "charge_runs"),
-    [("declared", 2, 1), ("never", 1, 1), ("always", 2, 2)],
+    ("mode", "lookup_runs", "charge_runs"), [("declared", 2, 1), ("never", 1, 1), ("always", 2, 2)]
 )
-def test_resume_after_sigkill_follows_the_recovery_mode(tmp_path, mode, lookup_runs, charge_runs):
-    crash_while_tools_run(tmp_path)
-    exported = json.loads((tmp_path / "state.json").read_text())
-    assert [part["part_kind"] for part in exported["message_history"][-1]["parts"]] == ["tool-call", "tool-call"]
+def test_resume_after_sigkill_follows_the_recovery_mode(recovered, mode, lookup_runs, charge_runs):
+    directory = recovered / mode
+    summary = json.loads((directory / "result.json").read_text())
 
-    summary = resume_in_new_process(tmp_path, mode)
-
-    assert (starts(tmp_path, "lookup"), starts(tmp_path, "charge")) == (lookup_runs, charge_runs)
+    assert (starts(directory, "lookup"), starts(directory, "charge")) == (lookup_runs, charge_runs)
     assert summary["status"] == "completed" and summary["output"] == "finished"
     expected = {
         "call-lookup": "lookup done" if lookup_runs == 2 else "unknown",
