@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from ag_ui.core import BaseEvent
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from observers.agui import HarnessAguiObserver, HarnessAguiStreamObserver
@@ -21,9 +22,7 @@ OBSERVERS: dict[str, tuple[type[HarnessAguiObserver], int]] = {
     "single": (HarnessAguiObserver, 0),
     "stream": (HarnessAguiStreamObserver, 2),
 }
-PROPERTY_SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
+PROPERTY_SETTINGS = settings.get_profile(os.environ.get("AGUI_HYPOTHESIS_PROFILE", "agui"))
 
 
 class Armed:
@@ -53,7 +52,7 @@ def assert_fresh(observer: HarnessAguiObserver, observer_type: type[HarnessAguiO
 
 @pytest.mark.parametrize("kind", OBSERVERS)
 # Each example replays every split point (quadratic in the run length), so fewer examples cover as much.
-@settings(PROPERTY_SETTINGS, max_examples=35)
+@settings(PROPERTY_SETTINGS, max_examples=max(10, PROPERTY_SETTINGS.max_examples * 3 // 5))
 @given(data=st.data())
 def test_every_split_point_replays_to_the_live_projection(kind: str, data: st.DataObject) -> None:
     observer_type, depth = OBSERVERS[kind]
