@@ -9,37 +9,21 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from runs.models import AgentProfile, Execution, TimelineEvent
+from runs.models import Execution, TimelineEvent
 from runs.services import executions, policy
-from tests.conftest import log_in
+from runs.services.agents import ensure_demo_profile
 from tests.services import ROOT
+from tests.web.timeline_page import dom_positions, screenshot, wait_until_drawn
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-DEMO_TOOLS = [
-    "lookup_record",
-    "search_records",
-    "deploy_release",
-    "ask_operator",
-    "slow_step",
-    "delegate_to_researcher",
-]
 RUN_TIMEOUT_MS = 60_000
 
 
 @pytest.fixture
 def demo_thread(live_stack):
-    profile = AgentProfile.objects.create(name="demo", model="demo", enabled_tools=DEMO_TOOLS)
-    return executions.create_thread(profile, title="Live demo")
-
-
-@pytest.fixture
-def operator_page(live_stack, operator_user, page):
-    log_in(page, live_stack.base_url, "op", "op-password-1")
-    return page
+    return executions.create_thread(ensure_demo_profile(), title="Live demo")
 
 
 def start_from_the_thread_page(page, base_url: str, thread, text: str) -> Execution:
@@ -55,17 +39,7 @@ def wait_for_status(page, status: str) -> None:
 
 
 def wait_until_everything_is_drawn(page, execution: Execution) -> list[int]:
-    stored = list(TimelineEvent.objects.filter(execution=execution).values_list("position", flat=True))
-    page.wait_for_selector(f'#timeline[data-rendered="{stored[-1]}"]', timeout=RUN_TIMEOUT_MS)
-    return stored
-
-
-def dom_positions(page) -> list[int]:
-    return page.evaluate(
-        """() => Array.from(document.querySelectorAll('#timeline [data-positions]'))
-              .flatMap(el => el.dataset.positions.split(' ').map(Number))
-              .sort((a, b) => a - b)"""
-    )
+    return wait_until_drawn(page, execution, RUN_TIMEOUT_MS)
 
 
 def test_a_demo_execution_appears_live_while_it_runs(operator_page, live_stack, demo_thread):
@@ -78,8 +52,7 @@ def test_a_demo_execution_appears_live_while_it_runs(operator_page, live_stack, 
     assert operator_page.locator("#execution-status").inner_text() == "running"
     assert operator_page.locator(".lane-head .lane-status").inner_text() == "running"
     assert operator_page.locator("#connection").get_attribute("data-state") == "live"
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    operator_page.screenshot(path=str(SCREENSHOTS / "live-run.png"), full_page=True)
+    screenshot(operator_page, "live-run.png")
 
     wait_for_status(operator_page, "completed")
     operator_page.locator(".item-finished").wait_for(timeout=RUN_TIMEOUT_MS)
@@ -177,5 +150,4 @@ def test_a_crashed_worker_leaves_a_recovery_run_in_a_second_lane(operator_page, 
     second_box = operator_page.locator(f'[data-positions~="{second_run_first.position}"]').bounding_box()
     assert second_box["x"] >= first_box["x"] + first_box["width"]
     assert second_box["y"] > first_box["y"]
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    operator_page.screenshot(path=str(SCREENSHOTS / "recovery-lanes-live.png"), full_page=True)
+    screenshot(operator_page, "recovery-lanes-live.png")

@@ -157,3 +157,18 @@ def test_starting_an_execution_on_a_busy_thread_says_so(client_in):
     response = client_in.post(f"/threads/{thread.pk}/executions/", {"input": "more"}, follow=True)
     assert "already has an active execution" in response.content.decode()
     assert thread.executions.count() == 1
+
+
+def test_a_new_thread_starts_with_its_first_execution(client_in, monkeypatch):
+    enqueued = []
+    monkeypatch.setattr(executions, "enqueue_run", enqueued.append)
+    profile = seed.make_thread().profile
+    response = client_in.post("/threads/new/", {"profile": profile.pk, "title": "Fresh", "input": "look up REC-1"})
+    thread = Thread.objects.get(title="Fresh")
+    execution = thread.executions.get()
+    assert response["Location"] == f"/executions/{execution.pk}/"
+    assert execution.input == "look up REC-1"
+    assert [run.execution_id for run in enqueued] == [execution.pk]
+
+    response = client_in.post("/threads/new/", {"profile": profile.pk, "title": "Empty"})
+    assert response["Location"] == f"/threads/{Thread.objects.get(title='Empty').pk}/"

@@ -6,9 +6,6 @@ nested child lanes, escaping, permalinks and large executions.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from ag_ui.core import (
     CustomEvent,
     ReasoningMessageContentEvent,
@@ -30,32 +27,14 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from runs.models import TimelineEvent
-from tests.conftest import log_in
 from tests.web import seed
-
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-
-
-@pytest.fixture
-def operator_page(live_stack, operator_user, page):
-    log_in(page, live_stack.base_url, "op", "op-password-1")
-    return page
+from tests.web.timeline_page import dom_positions, screenshot, wait_until_drawn
 
 
 def open_execution(page, base_url: str, execution, fragment: str = "", timeout: float = 15_000) -> None:
     page.goto(f"{base_url}/executions/{execution.pk}/{fragment}")
-    last = TimelineEvent.objects.filter(execution=execution).order_by("-position").first()
-    page.wait_for_selector(f'#timeline[data-rendered="{last.position}"]', timeout=timeout)
+    wait_until_drawn(page, execution, timeout)
     page.wait_for_selector('#connection[data-state="live"]', timeout=timeout)
-
-
-def dom_positions(page) -> list[int]:
-    return page.evaluate(
-        """() => Array.from(document.querySelectorAll('#timeline [data-positions]'))
-              .flatMap(el => el.dataset.positions.split(' ').map(Number))
-              .sort((a, b) => a - b)"""
-    )
 
 
 def tool_call(call_id: str, name: str, args: str, *, subagent: str | None = None):
@@ -134,8 +113,7 @@ def test_a_recovery_run_is_a_second_lane_beside_the_first(operator_page, live_st
     assert '"id": "REC-7"' in operator_page.locator(".item-tool .tool-result pre").inner_text()
     assert "in 120" in operator_page.locator(".item-finished .usage").inner_text()
     assert dom_positions(operator_page) == list(range(1, 21))
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    operator_page.screenshot(path=str(SCREENSHOTS / "side-by-side-lanes.png"), full_page=True)
+    screenshot(operator_page, "side-by-side-lanes.png")
 
 
 def test_a_child_run_is_a_nested_lane_under_its_tool_call(operator_page, live_stack):
@@ -166,8 +144,7 @@ def test_a_child_run_is_a_nested_lane_under_its_tool_call(operator_page, live_st
     # The child's message is not in the parent's own column.
     assert operator_page.locator("#timeline > .item-message").count() == 0
     assert "model provider unavailable" in operator_page.locator(".item-error").inner_text()
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    operator_page.screenshot(path=str(SCREENSHOTS / "nested-child-lane.png"), full_page=True)
+    screenshot(operator_page, "nested-child-lane.png")
 
 
 def test_model_and_tool_text_is_shown_as_text_never_as_html(operator_page, live_stack):
