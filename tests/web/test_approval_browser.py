@@ -154,3 +154,19 @@ def test_editing_the_policy_in_admin_makes_the_next_run_suspend_on_that_tool(
     assert after.policy_version.created_by.username == "boss"
     page.goto(f"{live_stack.base_url}/admin/runs/hostpolicy/{after.policy_version.policy_id}/change/")
     assert "lookups need a human" in page.locator(".inline-group").inner_text()
+
+
+def test_the_form_appears_live_when_the_open_execution_suspends(live_stack, operator_user, page):
+    thread = builders.thread(model="demo", tools=[*TOOLS, "slow_step"])
+    execution = executions.start_execution(thread, "slow 15 then deploy")
+    log_in(page, live_stack.base_url, "op", "op-password-1")
+    page.goto(f"{live_stack.base_url}/executions/{execution.pk}/")
+    page.wait_for_selector('#connection[data-state="live"]', timeout=60_000)
+    assert page.locator("#approval-form").count() == 0, "the run has not suspended yet"
+
+    page.wait_for_selector("#approval-form", timeout=90_000)
+    row(page, "deploy_release").locator("input[value=approve]").check()
+    page.click("button.submit-decisions")
+
+    page.wait_for_selector('#execution-status:text-is("completed")', timeout=60_000)
+    assert ToolDispatch.objects.filter(tool_name="deploy_release").count() == 1
