@@ -36,7 +36,7 @@ from pydantic_ai import (
 from pydantic_ai.tools import RunContext
 
 from .errors import DefinitionError, RunError
-from .interrupted import answered_call_ids
+from .interrupted import answered_call_ids, latest_response_index
 
 if TYPE_CHECKING:
     from .state import HarnessState
@@ -332,10 +332,10 @@ def check_resume_surface(
 
 def last_response_index(messages: Sequence[ModelMessage]) -> int:
     """Index of the last `ModelResponse`; `RunError(deferred_request_missing)` when there is none."""
-    for index in range(len(messages) - 1, -1, -1):
-        if isinstance(messages[index], ModelResponse):
-            return index
-    raise RunError("the history has no model response to resume", code="deferred_request_missing")
+    index = latest_response_index(messages)
+    if index is None:
+        raise RunError("the history has no model response to resume", code="deferred_request_missing")
+    return index
 
 
 def _validate_entry(entry: object) -> None:

@@ -36,6 +36,7 @@ __all__ = (
     "InterruptedResponseTracker",
     "answered_call_ids",
     "is_unknown_result",
+    "latest_response_index",
     "normalize_interrupted_history",
     "unanswered_calls",
     "unknown_result",
@@ -72,18 +73,22 @@ def answered_call_ids(messages: Sequence[ModelMessage]) -> set[str]:
     }
 
 
+def latest_response_index(messages: Sequence[ModelMessage]) -> int | None:
+    """Index of the latest `ModelResponse`, or `None` when the history has none."""
+    return next(
+        (index for index in range(len(messages) - 1, -1, -1) if isinstance(messages[index], ModelResponse)), None
+    )
+
+
 def unanswered_calls(messages: Sequence[ModelMessage]) -> list[ToolCallPart]:
     """Ordinary tool calls of the latest response that have no result yet, in call order."""
-    response_index = next(
-        (index for index in range(len(messages) - 1, -1, -1) if isinstance(messages[index], ModelResponse)),
-        None,
-    )
-    if response_index is None:
+    index = latest_response_index(messages)
+    if index is None:
         return []
-    answered = answered_call_ids(messages[response_index:])
-    response = messages[response_index]
+    response = messages[index]
     assert isinstance(response, ModelResponse)
-    return [part for part in response.parts if isinstance(part, ToolCallPart) and part.tool_call_id not in answered]
+    answered = answered_call_ids(messages[index + 1 :])
+    return [call for call in response.tool_calls if call.tool_call_id not in answered]
 
 
 @dataclass

@@ -36,9 +36,14 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
-from .deferred import DeferredToolResume, check_resume_surface, last_response_index
+from .deferred import DeferredToolResume, check_resume_surface
 from .errors import RunError
-from .interrupted import INTERRUPTED_TOOL_RESULT, answered_call_ids, normalize_interrupted_history
+from .interrupted import (
+    INTERRUPTED_TOOL_RESULT,
+    latest_response_index,
+    normalize_interrupted_history,
+    unanswered_calls,
+)
 from .tools import is_recovery_retryable
 
 __all__ = (
@@ -165,17 +170,12 @@ def _supplied_facts(accepted: DeferredToolResume | None) -> dict[str, tuple[Lite
 
 def _pending_calls(messages: Sequence[ModelMessage], *, with_accepted_input: bool) -> list[ToolCallPart]:
     """Ordinary calls of the last response without any recorded result after it."""
-    try:
-        index = last_response_index(messages)
-    except RunError:
-        return []
-    response = messages[index]
-    assert isinstance(response, ModelResponse)
-    if response.state == "suspended" and not with_accepted_input:
+    index = latest_response_index(messages)
+    response = None if index is None else messages[index]
+    if isinstance(response, ModelResponse) and response.state == "suspended" and not with_accepted_input:
         # A provider-suspended turn continues on the provider's native path.
         return []
-    answered = answered_call_ids(messages[index + 1 :])
-    return [call for call in response.tool_calls if call.tool_call_id not in answered]
+    return unanswered_calls(messages)
 
 
 @dataclass
