@@ -126,7 +126,6 @@ class HarnessRunStream(Generic[OutputT]):
         self._agent_run: AgentRun[AgentContext, Any] | None = None
         self._tracker = InterruptedResponseTracker()
         self._token = CancellationToken()
-        self._cancel_requested = False
         self._children: dict[str, str] = {}
         self._child_sequences: dict[str, int] = {}
         self._candidate: HarnessRunResult[OutputT] | None = None
@@ -136,7 +135,6 @@ class HarnessRunStream(Generic[OutputT]):
         self._shutdown_state: HarnessState | None = None
         self._shutdown_error: BaseException | None = None
         self._result: HarnessRunResult[OutputT] | None = None
-        self._outcome: HarnessRunResult[OutputT] | None = None
         self._context: AgentContext | None = None
 
     # -- public surface ---------------------------------------------------------------------------------
@@ -155,7 +153,7 @@ class HarnessRunStream(Generic[OutputT]):
     @property
     def outcome(self) -> HarnessRunResult[OutputT] | None:
         """After close: the last validated candidate, delivered or not (see `RunCleanupError`)."""
-        return self._outcome if self._phase == "closed" else None
+        return self._candidate if self._phase == "closed" else None
 
     @property
     def diagnostic_error(self) -> BaseException | None:
@@ -180,7 +178,6 @@ class HarnessRunStream(Generic[OutputT]):
 
     def cancel(self) -> None:
         """Ask the run to stop; it ends with a `cancelled` result carrying a safe state."""
-        self._cancel_requested = True
         self._token.cancel()
 
     async def export_state(self) -> HarnessState:
@@ -226,7 +223,6 @@ class HarnessRunStream(Generic[OutputT]):
                 if causes and exc is None:
                     raise RunCleanupError("the run was not torn down cleanly", outcome=self._candidate, causes=causes)
         finally:
-            self._outcome = self._candidate
             self._phase = "closed"
 
     def __aiter__(self) -> HarnessRunStream[OutputT]:
@@ -269,7 +265,7 @@ class HarnessRunStream(Generic[OutputT]):
         await self._queue.put(_END)
 
     async def _drive(self) -> HarnessRunResult[OutputT]:
-        if self._cancel_requested:
+        if self._token.cancelled:
             return await self._cancelled(self._latest_messages)
         agent = self._executable.agent
         try:
