@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from runs.models import AgentProfile, Checkpoint, Execution, Run, Thread, TimelineEvent
-from runs.services import executions, forks, timeline
+from runs.services import checkpoints, executions, forks, timeline
 
 THREADS_PER_PAGE = 25
 CHECKPOINTS_PER_PAGE = 20
@@ -95,7 +95,11 @@ def start_execution(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def fork_checkpoint(request: HttpRequest, pk: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint.objects.select_related("thread"), pk=pk)
-    fork = forks.fork_thread(checkpoint, title=request.POST.get("title", "").strip(), user=request.user)
+    try:
+        fork = forks.fork_thread(checkpoint, title=request.POST.get("title", "").strip(), user=request.user)
+    except checkpoints.CheckpointError as exc:
+        messages.error(request, str(exc))
+        return redirect("runs:thread", pk=checkpoint.thread_id)
     messages.success(request, f"Forked {checkpoint.thread} at checkpoint {checkpoint.pk}.")
     return redirect("runs:thread", pk=fork.pk)
 

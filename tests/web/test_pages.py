@@ -172,3 +172,11 @@ def test_a_new_thread_starts_with_its_first_execution(client_in, monkeypatch):
 
     response = client_in.post("/threads/new/", {"profile": profile.pk, "title": "Empty"})
     assert response["Location"] == f"/threads/{Thread.objects.get(title='Empty').pk}/"
+
+
+def test_forking_an_altered_checkpoint_is_refused_with_a_message(client_in):
+    thread = executions.create_thread(seed.make_thread().profile, title="Tampered")
+    Checkpoint.objects.filter(pk=thread.selected_checkpoint_id).update(digest="0" * 64)
+    response = client_in.post(f"/checkpoints/{thread.selected_checkpoint_id}/fork/", follow=True)
+    assert "digest does not match" in response.content.decode()
+    assert not Thread.objects.filter(forked_from=thread.selected_checkpoint_id).exists()
