@@ -419,7 +419,6 @@ class Timeline {
     this.resets = 0;
     this.received = 0; // event frames received, duplicates included
     this.subscriptions = []; // the cursor sent with each subscribe
-    this.hasApprovalForm = Boolean(document.getElementById("approval-form"));
     for (const summary of config.runs) this.lane(summary);
     window.addEventListener("hashchange", () => this.want(location.hash));
     this.want(location.hash);
@@ -521,8 +520,16 @@ class Timeline {
     card.append(el("div", "interrupt-title", `${title}: ${metadata.tool_name ?? "tool"}`));
     card.append(el("div", "mono sub", interrupt.toolCallId ?? interrupt.id));
     if (metadata.args !== undefined) card.append(el("pre", "json", pretty(metadata.args)));
-    const target = this.hasApprovalForm ? "#approval-form" : this.config.approvalsUrl;
-    card.append(link("interrupt-link", "Open the approval form", target));
+    const open = link("interrupt-link", "Open the approval form", this.config.approvalsUrl);
+    // The form is on this page while the execution waits (approvals.js may load it later than this card).
+    open.addEventListener("click", (event) => {
+      const form = document.getElementById("approval-form");
+      if (!form) return;
+      event.preventDefault();
+      form.scrollIntoView({ block: "start" });
+      form.querySelector("input[type=radio], textarea, button")?.focus();
+    });
+    card.append(open);
     return card;
   }
 
