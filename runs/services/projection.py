@@ -10,12 +10,12 @@ execution so their lanes interleave in one ordered timeline. Publication happens
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from ag_ui.core import BaseEvent
 from django.db import transaction
 from django.db.models import Max
-from django.utils import timezone
 
 from observers.agui import HarnessAguiStreamObserver
 from runs.harness.events import HarnessStreamEvent
@@ -25,7 +25,7 @@ from . import journal
 from .leases import Lease
 from .publishing import publish_timeline
 
-__all__ = ("RunProjection", "dump_event")
+__all__ = ("RunProjection", "dump_event", "store_events")
 
 
 def dump_event(event: BaseEvent) -> dict[str, Any]:
@@ -57,26 +57,28 @@ class RunProjection:
 
         A pair without a journal entry is an item the Host itself supplies to close a lane (recovery).
         """
-        rows: list[TimelineEvent] = []
-        last = TimelineEvent.objects.filter(execution_id=self.run.execution_id).aggregate(last=Max("position"))
-        position = last["last"] or 0
-        for entry, item in pairs:
-            occurred_at = item.occurred_at or timezone.now()
-            for event in self.observer.observe(item):
-                position += 1
-                dumped = dump_event(event)
-                rows.append(
-                    TimelineEvent(
-                        execution_id=self.run.execution_id,
-                        position=position,
-                        run=self.run,
-                        journal_entry=entry,
-                        subagent_run_id=dumped.get("subagentRunId", ""),
-                        event_type=dumped["type"],
-                        event=dumped,
-                        occurred_at=occurred_at,
-                    )
-                )
-        created = TimelineEvent.objects.bulk_create(rows)
-        publish_timeline(self.run.execution_id, created)
-        return created
+        produced = [(entry, item.occurred_at, event) for entry, item in pairs for event in self.observer.observe(item)]
+        return store_events(self.run, produced)
+
+
+def store_events(run: Run, produced: Sequence[tuple[JournalEntry | None, datetime, BaseEvent]]) -> list[TimelineEvent]:
+    """Inside a transaction: store AG-UI events of `run` at its execution's next positions, publish after commit."""
+    last = TimelineEvent.objects.filter(execution_id=run.execution_id).aggregate(last=Max("position"))["last"] or 0
+    rows = []
+    for position, (entry, occurred_at, event) in enumerate(produced, start=last + 1):
+        dumped = dump_event(event)
+        rows.append(
+            TimelineEvent(
+                execution_id=run.execution_id,
+                position=position,
+                run=run,
+                journal_entry=entry,
+                subagent_run_id=dumped.get("subagentRunId", ""),
+                event_type=dumped["type"],
+                event=dumped,
+                occurred_at=occurred_at,
+            )
+        )
+    created = TimelineEvent.objects.bulk_create(rows)
+    publish_timeline(run.execution_id, created)
+    return created

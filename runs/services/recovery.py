@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import django_rq
+from ag_ui.core import RunErrorEvent
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
@@ -52,7 +53,7 @@ from . import checkpoints, journal
 from .codec import decode_resume
 from .executions import enqueue_run, job_id, new_run
 from .policy import redaction_processor
-from .projection import RunProjection
+from .projection import RunProjection, store_events
 from .publishing import publish_execution_status
 
 __all__ = ("SweepReport", "close_projection", "sweep")
@@ -179,18 +180,28 @@ def close_projection(run: Run, failure: SafeFailure | None = None) -> bool:
     if JournalEntry.objects.filter(run=run, source_run_id=run.run_id, kind__startswith="result.").exists():
         # The run's own terminal item is journaled; its projection already ended the lane.
         return False
-    observer = HarnessAguiStreamObserver(processor=redaction_processor(run.policy_version), retain_events=False)
-    prefix = _Prefix(run)
-    async_to_sync(observer.resume)(prefix.items())
     failure = failure or SafeFailure(
         code=WORKER_LOST,
         message="The worker running this run stopped; a recovery run continues the execution.",
         retry_hint="new_run",
     )
+    observer = HarnessAguiStreamObserver(processor=redaction_processor(run.policy_version), retain_events=False)
+    prefix = _Prefix(run)
+    try:
+        async_to_sync(observer.resume)(prefix.items())
+        closing = prefix.closing_items(failure)
+    except ValueError:
+        # An undecodable or inconsistent prefix still gets an end, so its execution can go on to recovery.
+        log.exception("run %s: journal prefix cannot be replayed; closing its lane with a plain RUN_ERROR", run.pk)
+        observer, closing = None, []
     with transaction.atomic():
         if _closed(Run.objects.select_for_update().get(pk=run.pk)):
             return False
-        RunProjection(run, observer).store([(None, item) for item in prefix.closing_items(failure)])
+        if observer is None:
+            plain = RunErrorEvent(message=failure.message, code=failure.code)
+            store_events(run, [(None, timezone.now(), plain)])
+        else:
+            RunProjection(run, observer).store([(None, item) for item in closing])
     return True
 
 
@@ -235,6 +246,9 @@ def continue_execution(execution: Execution, *, now: datetime) -> str | None:
             publish_execution_status(execution.pk)
             return "failed"
         if dead.finished_at is not None and now < dead.finished_at + backoff(dead.attempt):
+            return None
+        if not _closed(dead) and JournalEntry.objects.filter(run=dead, source_run_id=dead.run_id).exists():
+            # Its lane is closed first, so the dead run's last positions never interleave with the successor's.
             return None
         start, accepted = _recovery_point(execution, dead)
         run = new_run(

@@ -371,3 +371,18 @@ def test_a_stream_that_breaks_off_fails_the_run_and_ends_its_lane(demo_thread, m
     assert run.execution.status == ExecutionStatus.FAILED
     last = TimelineEvent.objects.filter(run=run).order_by("-position").first()
     assert (last.event_type, last.event["code"]) == ("RUN_ERROR", "state_store_unavailable")
+
+
+def test_a_dead_run_with_an_undecodable_journal_still_gets_closed_and_recovered(demo_thread, monkeypatch):
+    dead = start(demo_thread, "look up the record")
+    crash_at_model_request(monkeypatch, 2)
+    with pytest.raises(Crash):
+        runner.execute_run(dead.pk)
+    monkeypatch.undo()
+    dead.journal.filter(index=1).update(payload="{broken")
+    expire_leases()
+    report = recovery.sweep()
+    assert (report.closed, report.recovered) == (1, 1)
+    last = TimelineEvent.objects.filter(run=dead).order_by("-position").first()
+    assert (last.event_type, last.event["code"]) == ("RUN_ERROR", recovery.WORKER_LOST)
+    assert_contiguous(dead.execution)
