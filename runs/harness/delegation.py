@@ -10,6 +10,7 @@ refused inline and the child carries on.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +90,11 @@ async def run_inline_child(
     except HarnessError as error:
         await _report_failure(parent, payload, error.code, stream.run_id)
         raise ToolFailed(f"The {child.name} agent could not finish ({error.code}).") from error
+    except asyncio.CancelledError:
+        # The parent run is being cancelled: its terminal closes only its own parts, so the delegation
+        # bracket must be closed here or observers would keep the child open forever.
+        await _report_failure(parent, payload, "cancelled", stream.run_id)
+        raise
 
     if result is None or result.status != "completed" or result.state is None:
         status = "missing_result" if result is None else result.status

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic_ai import ModelResponse, RunContext, TextPart, Tool, ToolCallPart, ToolReturnPart
+import asyncio
+
+from pydantic_ai import ModelResponse, PartStartEvent, RunContext, TextPart, Tool, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import FunctionModel
 
 from runs.harness import (
     AgentContext,
@@ -145,3 +148,25 @@ async def test_only_registered_children_can_be_forwarded():
 
     result = await AgentDefinition(model=scripted_model(script), tools=[tamper]).build().run("go")
     assert result.output == "event_run_mismatch,event_sequence_invalid"
+
+
+async def test_cancelling_the_parent_while_the_child_runs_closes_the_delegation():
+    """A cancelled root still reports its child as ended, so observers close the child's lane."""
+    blocked = asyncio.Event()
+
+    async def blocking_child(messages, info):
+        yield "child starts"
+        await blocked.wait()
+
+    stream = _root(FunctionModel(stream_function=blocking_child)).stream("research")
+    items = []
+    async with stream:
+        async for item in stream:
+            items.append(item)
+            if item.run_id != stream.run_id and isinstance(getattr(item, "event", None), PartStartEvent):
+                stream.cancel()
+
+    assert items[-1].result.status == "cancelled"
+    facts = [payload for item in items if (payload := _delegation(item))]
+    assert [(fact["action"], fact["status"]) for fact in facts] == [("started", "running"), ("failed", "cancelled")]
+    assert facts[1]["child_run_id"] == facts[0]["child_run_id"]
