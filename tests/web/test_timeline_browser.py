@@ -284,3 +284,20 @@ def test_interrupts_cancellations_and_other_events_have_their_own_cards(operator
     assert generic.locator(".item-label").inner_text() == "STEP_STARTED"
     assert "an event this page has no card for" in generic.locator("pre").inner_text()
     assert operator_page.locator("#execution-status").inner_text() == "cancelled"
+
+
+def test_a_cursor_the_server_rejects_makes_the_page_start_over(operator_page, live_stack):
+    execution = seed.make_execution(seed.make_thread("Restored from a backup"), status="completed")
+    run = seed.make_run(execution, status="completed")
+    seed.append_events(run, seed.text_run_events(run, ["one ", "two ", "three ", "four ", "five "]))
+    open_execution(operator_page, live_stack.base_url, execution)
+    assert dom_positions(operator_page) == list(range(1, 10))
+    # The database lost the tail (say, restored from an older backup) while the page was away.
+    execution.timeline.filter(position__gt=5).delete()
+    live_stack.restart_daphne()
+    operator_page.wait_for_function("() => window.harnessTimeline.subscriptions.length === 3")
+    wait_until_drawn(operator_page, execution)
+    operator_page.wait_for_selector('#connection[data-state="live"]')
+    assert operator_page.evaluate("() => window.harnessTimeline.subscriptions") == [None, 9, None]
+    assert dom_positions(operator_page) == [1, 2, 3, 4, 5]
+    assert operator_page.locator(".item-message .message-text").inner_text() == "one two three "
