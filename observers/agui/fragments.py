@@ -58,10 +58,29 @@ class CustomEventAssembler:
     def feed(self, event: BaseEvent) -> BaseEvent | None:
         if not isinstance(event, CustomEvent) or event.name != FRAGMENT_EVENT_NAME:
             return event
-        value = event.value
-        chunks = self._pending.setdefault(value["id"], [None] * value["count"])
-        chunks[value["index"]] = value["data"]
+        fragment_id, index, count, data = _fragment_fields(event.value)
+        chunks = self._pending.get(fragment_id)
+        if chunks is not None and len(chunks) != count:
+            raise ValueError(f"fragment {fragment_id!r} changed its count from {len(chunks)} to {count}")
+        # Everything is checked before anything is stored, so a bad frame leaves the pending fragments alone.
+        chunks = self._pending.setdefault(fragment_id, [None] * count)
+        chunks[index] = data
         if any(chunk is None for chunk in chunks):
             return None
-        del self._pending[value["id"]]
+        del self._pending[fragment_id]
         return _EVENT.validate_json("".join(chunk for chunk in chunks if chunk is not None))
+
+
+def _fragment_fields(value: Any) -> tuple[str, int, int, str]:
+    """`(id, index, count, data)` of a fragment frame's value; `ValueError` when it is not one."""
+    if isinstance(value, dict):
+        fragment_id, index, count, data = (value.get(key) for key in ("id", "index", "count", "data"))
+        if (
+            isinstance(fragment_id, str)
+            and isinstance(data, str)
+            and type(index) is int
+            and type(count) is int
+            and 0 <= index < count
+        ):
+            return fragment_id, index, count, data
+    raise ValueError(f"not a {FRAGMENT_EVENT_NAME} value: expected id, 0 <= index < count and data")

@@ -413,6 +413,28 @@ def test_large_custom_events_are_fragmented(run: SourceRun, observer: HarnessAgu
     assert len(small) == 1 and small[0].name == "a13n.harness.diagnostic"  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"id": "f", "index": 2, "count": 2, "data": "x"},
+        {"id": "f", "index": 0, "count": 3, "data": "x"},
+        {"id": "f", "index": "0", "count": 2, "data": "x"},
+        {"id": "f", "count": 2, "data": "x"},
+        "not a fragment",
+    ],
+)
+def test_a_malformed_fragment_is_rejected_and_changes_nothing(value: object) -> None:
+    def frame(value: object) -> CustomEvent:
+        return CustomEvent(name=FRAGMENT_EVENT_NAME, value=value)
+
+    assembler = CustomEventAssembler()
+    assert assembler.feed(frame({"id": "f", "index": 0, "count": 2, "data": '{"type":"CUSTOM",'})) is None
+    with pytest.raises(ValueError, match="fragment"):
+        assembler.feed(frame(value))
+    whole = assembler.feed(frame({"id": "f", "index": 1, "count": 2, "data": '"name":"n","value":1}'}))
+    assert isinstance(whole, CustomEvent) and (whole.name, whole.value) == ("n", 1)
+
+
 def test_other_run_or_thread_is_rejected(run: SourceRun, observer: HarnessAguiObserver) -> None:
     before = observer.snapshot()
     with pytest.raises(AguiObservationError, match="run correlation"):
