@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from runs.models import (
@@ -142,7 +143,9 @@ def threads_overview(*, search: str = "", status: str = "") -> QuerySet[Thread]:
     threads = (
         Thread.objects.select_related("profile")
         .annotate(**_latest_execution_annotations(), execution_count=Count("executions", distinct=True))
-        .order_by("-updated_at", "-pk")
+        # A new execution does not touch the thread row, so activity is the later of the two.
+        .annotate(activity_at=Greatest("updated_at", Coalesce("latest_activity", "updated_at")))
+        .order_by("-activity_at", "-pk")
     )
     if search:
         threads = threads.filter(

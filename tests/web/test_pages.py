@@ -55,6 +55,9 @@ def test_threads_list_searches_filters_and_pages(client_in):
     second = client_in.get("/", {"page": 2}).context["page"]
     assert len(second) == 8
     assert not {t.pk for t in first} & {t.pk for t in second}
+    # A new execution on an old thread brings it to the top.
+    seed.make_execution(idle, status="running")
+    assert client_in.get("/").context["page"][0].pk == idle.pk
 
 
 def test_thread_page_shows_executions_checkpoints_and_fork_lineage(client_in):
