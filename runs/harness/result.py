@@ -65,9 +65,6 @@ class RunUsageSummary(BaseModel):
         )
 
 
-_UNSET: Any = object()
-
-
 class HarnessRunResult(Generic[OutputT]):
     """The immutable outcome of one run.
 
