@@ -53,10 +53,6 @@ def _canonical_json(value: Any) -> bytes:
         raise ValueError("JSON values must be finite numbers") from exc
 
 
-def _encode_json_value(value: Any) -> bytes:
-    return _canonical_json(value)
-
-
 def _encode_messages(value: Any) -> bytes:
     if isinstance(value, str | bytes):
         raise ValueError("invalid message history: expected a sequence of messages")
@@ -77,7 +73,7 @@ def _dump_messages(messages: Sequence[ModelMessage]) -> Any:
     return ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
 
 
-CanonicalJson = Annotated[bytes, PlainValidator(_encode_json_value)]
+CanonicalJson = Annotated[bytes, PlainValidator(_canonical_json)]
 """A JSON value held as canonical bytes; models expose it through a computed property."""
 
 
