@@ -12,6 +12,7 @@ import { ReconnectingSocket } from "./socket.js";
 const BATCH_BUDGET_MS = 12;
 const CURSOR_ERRORS = new Set(["cursor_beyond_end", "cursor_execution_mismatch", "bad_cursor"]);
 const MAX_RESETS = 3;
+const FRAGMENT_EVENT_NAME = "a13n.stream.fragment";
 
 function el(tag, className, text) {
   const element = document.createElement(tag);
@@ -112,10 +113,13 @@ class Item {
 }
 
 // Consecutive harness CUSTOM events of one scope, collapsed; rows are built only when opened.
+// An oversized CUSTOM event arrives as `a13n.stream.fragment` events (spec 4.8): it gets one row, shown once
+// its last fragment is in, with the original name and value.
 class GroupItem extends Item {
   constructor(timeline, frame) {
     super(timeline, "group", frame, "harness events");
-    this.frames = [];
+    this.entries = [];
+    this.count = 0;
     this.names = new Set();
     this.details = el("details", "group");
     this.summary = el("summary");
@@ -127,26 +131,36 @@ class GroupItem extends Item {
   }
 
   add(frame) {
-    this.frames.push(frame);
-    this.names.add(frame.event.name);
+    this.count += 1;
     this.claim(frame.position);
+    const event = frame.event;
+    if (event.name === FRAGMENT_EVENT_NAME) {
+      const whole = this.timeline.assemble(event.value);
+      if (whole) {
+        this.entries.push({ position: frame.position, name: whole.name, value: whole.value, note: whole.note });
+        this.names.add(whole.name);
+      }
+    } else {
+      this.entries.push({ position: frame.position, name: event.name, value: event.value });
+      this.names.add(event.name);
+    }
     const names = Array.from(this.names);
     const shown = names.slice(0, 3).join(", ") + (names.length > 3 ? `, +${names.length - 3} more` : "");
-    this.summary.textContent = `${this.frames.length} event${this.frames.length === 1 ? "" : "s"}: ${shown}`;
+    this.summary.textContent = `${this.count} event${this.count === 1 ? "" : "s"}: ${shown}`;
     if (this.details.open) this.renderRows();
   }
 
   renderRows() {
     if (!this.details.open) return;
-    for (; this.rendered < this.frames.length; this.rendered += 1) {
-      const frame = this.frames[this.rendered];
+    for (; this.rendered < this.entries.length; this.rendered += 1) {
+      const entry = this.entries[this.rendered];
       const row = el("div", "group-row");
-      row.dataset.pos = frame.position;
+      row.dataset.pos = entry.position;
       row.append(
-        link("item-pos", `#${frame.position}`, `#pos-${frame.position}`),
-        el("span", "mono", frame.event.name),
-        link("item-raw", "raw", this.timeline.eventUrl(frame.position)),
-        el("pre", "json", pretty(frame.event.value)),
+        link("item-pos", `#${entry.position}`, `#pos-${entry.position}`),
+        el("span", "mono", entry.note ? `${entry.name} (${entry.note})` : entry.name),
+        link("item-raw", "raw", this.timeline.eventUrl(entry.position)),
+        el("pre", "json", pretty(entry.value)),
       );
       this.list.append(row);
     }
@@ -414,6 +428,7 @@ class Timeline {
     this.lanes = new Map();
     this.byPosition = new Map();
     this.toolsById = new Map();
+    this.fragments = new Map();
     this.touched = new Set();
     this.wanted = null;
     this.resets = 0;
@@ -533,6 +548,24 @@ class Timeline {
     return card;
   }
 
+  // The original CUSTOM event once all fragments of `value.id` are in (null before, or if they do not parse).
+  assemble(value) {
+    let parts = this.fragments.get(value.id);
+    if (!parts) {
+      parts = new Array(value.count).fill(null);
+      this.fragments.set(value.id, parts);
+    }
+    parts[value.index] = value.data;
+    if (parts.some((part) => part === null)) return null;
+    this.fragments.delete(value.id);
+    try {
+      const event = JSON.parse(parts.join(""));
+      return { name: event.name, value: event.value, note: `reassembled from ${parts.length} fragments` };
+    } catch {
+      return null;
+    }
+  }
+
   generic(scope, frame) {
     const item = scope.add(new Item(this, "generic", frame, frame.event.type));
     item.body.append(el("pre", "json", pretty(frame.event)));
@@ -596,6 +629,7 @@ class Timeline {
     this.queueHead = 0;
     this.byPosition.clear();
     this.toolsById.clear();
+    this.fragments.clear();
     this.touched.clear();
     for (const lane of this.lanes.values()) lane.resetScopes();
   }

@@ -6,6 +6,8 @@ nested child lanes, escaping, permalinks and large executions.
 
 from __future__ import annotations
 
+import json
+
 from ag_ui.core import (
     CustomEvent,
     ReasoningMessageContentEvent,
@@ -27,6 +29,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
+from observers.agui.fragments import fragment_custom_event
 from tests.web import seed
 from tests.web.timeline_page import dom_positions, screenshot, wait_until_drawn
 
@@ -301,3 +304,22 @@ def test_a_cursor_the_server_rejects_makes_the_page_start_over(operator_page, li
     assert operator_page.evaluate("() => window.harnessTimeline.subscriptions") == [None, 9, None]
     assert dom_positions(operator_page) == [1, 2, 3, 4, 5]
     assert operator_page.locator(".item-message .message-text").inner_text() == "one two three "
+
+
+def test_an_oversized_custom_event_is_shown_reassembled_from_its_fragments(operator_page, live_stack):
+    execution = seed.make_execution(seed.make_thread("Big context snapshot"), status="completed")
+    run = seed.make_run(execution, status="completed")
+    snapshot = "line of context <b>not bold</b>\n" * 2000
+    big = CustomEvent(name="a13n.harness.context", value={"type": "context_snapshot", "text": snapshot})
+    fragments = fragment_custom_event(big, "frag-1")
+    assert len(fragments) > 10
+    seed.append_events(run, [RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id), *fragments])
+    open_execution(operator_page, live_stack.base_url, execution)
+    group = operator_page.locator(".item-group")
+    assert group.locator("summary").inner_text() == f"{len(fragments)} events: a13n.harness.context"
+    group.locator("summary").click()
+    rows = group.locator(".group-row")
+    assert rows.count() == 1
+    assert rows.locator(".mono").inner_text() == f"a13n.harness.context (reassembled from {len(fragments)} fragments)"
+    assert json.loads(rows.locator("pre").inner_text()) == big.value
+    assert dom_positions(operator_page) == list(range(1, len(fragments) + 2))
