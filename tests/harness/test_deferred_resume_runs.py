@@ -247,6 +247,12 @@ async def suspended():
     return agent, first, spy
 
 
+def with_approval(first: Any, call: ToolCallPart) -> DeferredToolRequests:
+    """The suspended run's requests with its approval replaced by a direct request for `call`."""
+    approval = DeferredToolCall(call, call, first.deferred.approvals[0].target_identity)
+    return DeferredToolRequests(calls=first.deferred.calls, approvals=[approval])
+
+
 def resume_codes() -> list[tuple[str, Any]]:
     def results(**kwargs):
         kwargs.setdefault("calls", {"e1": 1})
@@ -265,34 +271,12 @@ def resume_codes() -> list[tuple[str, Any]]:
         ),
         (
             "deferred_request_mismatch",
-            lambda first: DeferredToolResume(
-                DeferredToolRequests(
-                    calls=first.deferred.calls,
-                    approvals=[
-                        DeferredToolCall(
-                            ToolCallPart("delete", {"x": 9}, tool_call_id="d1"),
-                            ToolCallPart("delete", {"x": 9}, tool_call_id="d1"),
-                            first.deferred.approvals[0].target_identity,
-                        )
-                    ],
-                ),
-                results(),
-            ),
+            lambda first: DeferredToolResume(with_approval(first, ToolCallPart("delete", {"x": 9}, "d1")), results()),
         ),
         (
             "deferred_request_missing",
             lambda first: DeferredToolResume(
-                DeferredToolRequests(
-                    calls=first.deferred.calls,
-                    approvals=[
-                        DeferredToolCall(
-                            ToolCallPart("delete", {"x": 1}, tool_call_id="d9"),
-                            ToolCallPart("delete", {"x": 1}, tool_call_id="d9"),
-                            first.deferred.approvals[0].target_identity,
-                        )
-                    ],
-                ),
-                results(approvals={"d9": True}),
+                with_approval(first, ToolCallPart("delete", {"x": 1}, "d9")), results(approvals={"d9": True})
             ),
         ),
         ("deferred_resume_invalid", lambda first: first.deferred.build_results(approve_all=True)),
