@@ -92,6 +92,9 @@ class HarnessRunStream(Generic[OutputT]):
             bindings = RunBindings.embedded()
         elif not isinstance(bindings, RunBindings):
             raise RunError("bindings must be RunBindings", code="run_bindings_invalid")
+        # Items of a sequence are pydantic-ai's to check; a wrong kind of input would only fail mid-run.
+        if input is not None and not isinstance(input, str | Sequence):
+            raise RunError("input must be a string, a sequence of user content or None", code="run_input_invalid")
         if previous_state is not None and not isinstance(previous_state, HarnessState):
             raise RunError("previous_state must be a HarnessState", code="previous_state_invalid")
         resume = preflight_deferred_resume(deferred_resume, previous_state)

@@ -134,6 +134,13 @@ async def test_invalid_arguments_fail_before_anything_runs():
     with pytest.raises(RunError) as error:
         executable().stream("go", bindings=object())  # type: ignore[arg-type]
     assert error.value.code == "run_bindings_invalid"
+    with pytest.raises(RunError) as error:
+        executable().stream("go", previous_state={"thread_id": "thr_x1"})  # type: ignore[arg-type]
+    assert error.value.code == "previous_state_invalid"
+    for bad_input in (123, {"prompt": "go"}):
+        with pytest.raises(RunError) as error:
+            executable().stream(bad_input)  # type: ignore[arg-type]
+        assert error.value.code == "run_input_invalid"
 
 
 async def test_a_stream_has_a_single_consumer():
