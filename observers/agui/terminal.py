@@ -106,13 +106,16 @@ def _args(args: str | dict[str, Any] | None) -> Any:
 
 
 def token_usage(usage: RunUsageSummary) -> list[TokenUsage] | None:
-    """AG-UI usage, omitted when nothing was counted."""
-    if not usage.input_tokens and not usage.output_tokens:
+    """AG-UI usage, omitted when no token was counted; breakdowns only when the provider reported them."""
+    if not (usage.input_tokens or usage.output_tokens or usage.cache_read_tokens or usage.cache_write_tokens):
         return None
     return [
         TokenUsage(
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             total_tokens=usage.input_tokens + usage.output_tokens,
+            reasoning_tokens=usage.reasoning_tokens or None,
+            cached_input_tokens=usage.cache_read_tokens or None,
+            cache_write_input_tokens=usage.cache_write_tokens or None,
         )
     ]

@@ -50,6 +50,9 @@ class RunUsageSummary(BaseModel):
     tool_calls: int = Field(default=0, ge=0)
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
+    cache_read_tokens: int = Field(default=0, ge=0)
+    cache_write_tokens: int = Field(default=0, ge=0)
+    reasoning_tokens: int = Field(default=0, ge=0)
 
     @property
     def total_tokens(self) -> int:
@@ -62,6 +65,9 @@ class RunUsageSummary(BaseModel):
             tool_calls=usage.tool_calls,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            reasoning_tokens=usage.output_reasoning_tokens,
         )
 
 

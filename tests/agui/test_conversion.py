@@ -325,6 +325,23 @@ def test_usage_only_when_counted(run: SourceRun, observer: HarnessAguiObserver) 
     assert isinstance(event, RunFinishedEvent)
     assert event.usage == [TokenUsage(input_tokens=10, output_tokens=5, total_tokens=15)]
 
+    other = HarnessAguiObserver()
+    other.observe(SourceRun(run_id="run-2").started())
+    (cached,) = other.observe(
+        SourceRun(run_id="run-2").completed("ok", cache_read_tokens=7, cache_write_tokens=2, reasoning_tokens=3)
+    )
+    assert isinstance(cached, RunFinishedEvent)
+    assert cached.usage == [
+        TokenUsage(
+            input_tokens=0,
+            output_tokens=0,
+            total_tokens=0,
+            reasoning_tokens=3,
+            cached_input_tokens=7,
+            cache_write_input_tokens=2,
+        )
+    ]
+
 
 def test_extension_events_are_customs(run: SourceRun, observer: HarnessAguiObserver) -> None:
     payload = {"type": "tool_extra", "name": "filesystem.changed"}

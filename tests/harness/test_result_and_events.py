@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 from pydantic import ValidationError
+from pydantic_ai.usage import RunUsage
 
 from runs.harness import (
     HarnessEvent,
@@ -16,6 +17,7 @@ from runs.harness import (
     InlineDelegationPayload,
     RunCleanupError,
     RunError,
+    RunUsageSummary,
     SafeFailure,
 )
 
@@ -112,6 +114,29 @@ def test_cleanup_error_carries_the_uncertain_outcome():
     assert error.outcome is outcome
     assert error.causes == (cause,)
     assert error.__notes__ == ["cause: RuntimeError"]
+
+
+def test_usage_summary_keeps_the_token_breakdown():
+    usage = RunUsage(
+        requests=2,
+        tool_calls=1,
+        input_tokens=10,
+        output_tokens=4,
+        cache_read_tokens=6,
+        cache_write_tokens=3,
+        output_reasoning_tokens=2,
+    )
+    summary = RunUsageSummary.from_usage(usage)
+    assert summary.model_dump() == {
+        "requests": 2,
+        "tool_calls": 1,
+        "input_tokens": 10,
+        "output_tokens": 4,
+        "cache_read_tokens": 6,
+        "cache_write_tokens": 3,
+        "reasoning_tokens": 2,
+    }
+    assert summary.total_tokens == 14
 
 
 def test_harness_event_validates_identity():
