@@ -77,6 +77,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "harness_site.health.worker_status",
+                "runs.context_processors.pending_approvals",
             ],
         },
     },

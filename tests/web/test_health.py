@@ -28,3 +28,32 @@ def test_pages_need_a_login(client):
     response = client.get("/")
     assert response.status_code == 302
     assert response["Location"].startswith("/login/")
+
+
+@pytest.mark.django_db
+def test_the_approvals_link_counts_waiting_requests(client, operator_user):
+    from runs.models import Checkpoint, DeferredRequest, DeferredStatus, state_digest
+    from tests.web.seed import make_execution, make_run
+
+    client.force_login(operator_user)
+    assert 'class="count"' not in client.get("/").content.decode()
+
+    execution = make_execution(status="waiting")
+    run = make_run(execution, status="suspended")
+    state_json = '{"schema_version": "1", "thread_id": "t"}'
+    checkpoint = Checkpoint.objects.create(
+        thread=execution.thread, run=run, kind="terminal", state_json=state_json, digest=state_digest(state_json)
+    )
+    for call_id in ("c1", "c2"):
+        DeferredRequest.objects.create(
+            execution=execution,
+            run=run,
+            checkpoint=checkpoint,
+            tool_call_id=call_id,
+            tool_name="deploy",
+            kind="approval",
+        )
+    assert '<span class="count" title="waiting for an answer">2</span>' in client.get("/").content.decode()
+
+    DeferredRequest.objects.filter(tool_call_id="c1").update(status=DeferredStatus.DECIDED)
+    assert '<span class="count" title="waiting for an answer">1</span>' in client.get("/").content.decode()

@@ -1,0 +1,12 @@
+"""Template context shared by every page of the dashboard."""
+
+from django.http import HttpRequest
+
+from runs.models import DeferredRequest, DeferredStatus
+
+
+def pending_approvals(request: HttpRequest) -> dict:
+    """How many deferred requests wait for an answer, for the badge on the Approvals link."""
+    if not request.user.is_authenticated:
+        return {}
+    return {"pending_approvals": DeferredRequest.objects.filter(status=DeferredStatus.PENDING).count()}
