@@ -13,6 +13,7 @@ const BATCH_BUDGET_MS = 12;
 const CURSOR_ERRORS = new Set(["cursor_beyond_end", "cursor_execution_mismatch", "bad_cursor"]);
 const MAX_RESETS = 3;
 const FRAGMENT_EVENT_NAME = "a13n.stream.fragment";
+const ACTIVE_STATUSES = new Set(["queued", "running", "waiting", "recovering"]);
 
 function el(tag, className, text) {
   const element = document.createElement(tag);
@@ -584,6 +585,7 @@ class Timeline {
         break;
       case "status":
         setStatus(this.status, message.status);
+        for (const form of document.querySelectorAll("form.cancel")) form.hidden = !ACTIVE_STATUSES.has(message.status);
         for (const run of message.runs ?? []) this.lane(run).update(run);
         // approvals.js fetches the approval form when the execution starts waiting.
         document.dispatchEvent(

@@ -54,11 +54,14 @@ def test_a_demo_execution_appears_live_while_it_runs(operator_page, live_stack, 
     assert operator_page.locator("#connection").get_attribute("data-state") == "live"
     screenshot(operator_page, "live-run.png")
 
+    assert operator_page.locator("form.cancel").is_visible()
+
     wait_for_status(operator_page, "completed")
     operator_page.locator(".item-finished").wait_for(timeout=RUN_TIMEOUT_MS)
     stored = wait_until_everything_is_drawn(operator_page, execution)
     assert dom_positions(operator_page) == stored == list(range(1, len(stored) + 1))
     assert operator_page.locator(".lane-head .lane-status").inner_text() == "completed"
+    assert operator_page.locator("form.cancel").is_hidden()
     # The researcher child ran inline: its lane is nested in the delegation tool's card.
     nested = operator_page.locator(".item-tool", has_text="delegate_to_researcher").locator(".item-subagent")
     assert nested.count() == 1
