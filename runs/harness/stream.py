@@ -119,7 +119,7 @@ class HarnessRunStream(Generic[OutputT]):
             self._capabilities.append(HandleDeferredToolCalls(refuse_deferred_requests))
         self._latest_messages: list[ModelMessage] = list(self._plan.history)
 
-        self._phase: Literal["new", "active", "closed"] = "new"
+        self._phase: Literal["new", "active", "closing", "closed"] = "new"
         self._iterating = False
         self._in_next = False
         self._finished = False
@@ -217,6 +217,7 @@ class HarnessRunStream(Generic[OutputT]):
     async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         if self._phase == "closed":
             return
+        self._phase = "closing"
         try:
             if self._producer is not None and not self._producer.done():
                 self._producer.cancel()
@@ -393,6 +394,9 @@ class HarnessRunStream(Generic[OutputT]):
     # -- queue ------------------------------------------------------------------------------------------
 
     async def _publish(self, event: Any) -> None:
+        if self._phase == "closing":
+            # The consumer has left, so nobody drains the queue: waiting for room would hang the teardown.
+            return
         await self._queue.put(event)
 
     def _register_child(self, *, run_id: str, thread_id: str) -> None:
@@ -410,7 +414,7 @@ class HarnessRunStream(Generic[OutputT]):
         if item.sequence <= self._child_sequences.get(item.run_id, -1):
             raise RunError("child items must have increasing sequences", code="event_sequence_invalid")
         self._child_sequences[item.run_id] = item.sequence
-        await self._queue.put(item)
+        await self._publish(item)
 
     def _next_sequence(self) -> int:
         self._sequence += 1

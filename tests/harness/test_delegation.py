@@ -170,3 +170,25 @@ async def test_cancelling_the_parent_while_the_child_runs_closes_the_delegation(
     facts = [payload for item in items if (payload := _delegation(item))]
     assert [(fact["action"], fact["status"]) for fact in facts] == [("started", "running"), ("failed", "cancelled")]
     assert facts[1]["child_run_id"] == facts[0]["child_run_id"]
+
+
+async def test_leaving_the_stream_while_a_child_fills_the_queue_does_not_hang():
+    """Teardown cancels the parent inside a blocked forward; reporting the child's end must not wait for room."""
+
+    async def chatty_child(messages, info):
+        for number in range(500):
+            yield f"w{number} "
+
+    async def consume_then_leave() -> None:
+        stream = _root(FunctionModel(stream_function=chatty_child)).stream("research")
+        async with stream:
+            async for item in stream:
+                if item.run_id != stream.run_id:
+                    # The queue offers no event for "full"; the producer fills it while this consumer waits.
+                    while not stream._queue.full():  # noqa: ASYNC110
+                        await asyncio.sleep(0.01)
+                    break
+        assert stream.result is None and stream.outcome is None
+
+    # A deadlock guard, not a timing check: the exit takes milliseconds when it works.
+    await asyncio.wait_for(consume_then_leave(), timeout=30)
