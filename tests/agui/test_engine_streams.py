@@ -117,3 +117,21 @@ async def test_a_deferred_resume_is_a_new_run_with_its_own_observer() -> None:
     (interrupt,) = first_events[-1].outcome.interrupts  # type: ignore[attr-defined]
     results = [event for event in second_events if event.type == EventType.TOOL_CALL_RESULT]
     assert interrupt.tool_call_id in {event.tool_call_id for event in results}  # type: ignore[attr-defined]
+
+
+async def test_a_root_cancelled_inside_its_child_projects_a_closed_child() -> None:
+    """The cancelled child's delegation fact closes its open text and its lane before the root's terminal."""
+    stream = build_demo_agent().stream("delegate some research")
+    items: list[HarnessStreamEvent[Any]] = []
+    async with stream:
+        async for item in stream:
+            items.append(item)
+            if item.run_id != stream.run_id and type(getattr(item, "event", None)).__name__ == "PartDeltaEvent":
+                stream.cancel()
+    assert isinstance(items[-1], HarnessRunResultEvent) and items[-1].result.status == "cancelled"
+
+    events = [event for output in project(HarnessAguiStreamObserver(), items) for event in output]
+
+    assert_agui_stream(events, complete=True)
+    (error,) = [event for event in events if event.type == EventType.SUBAGENT_ERROR]
+    assert error.code == "cancelled"  # type: ignore[attr-defined]
