@@ -8,16 +8,22 @@ function setBadge(element, status) {
   element.className = element.className.replace(/\bstatus-\S+/g, "").trim() + ` status-${status}`;
 }
 
+// Something this page does not list yet changed: offer a reload rather than guessing where it belongs.
+function announceNewActivity() {
+  const notice = document.getElementById("new-activity");
+  if (notice) notice.hidden = false;
+}
+
 function applyThreadStatus(message) {
   const threadBadges = document.querySelectorAll(`[data-thread-status="${Number(message.thread)}"]`);
   threadBadges.forEach((badge) => setBadge(badge, message.status));
-  document
-    .querySelectorAll(`[data-execution-status="${Number(message.execution)}"]`)
-    .forEach((badge) => setBadge(badge, message.status));
-  const list = document.querySelector("[data-live-threads]");
-  if (list && threadBadges.length === 0) {
-    const notice = document.getElementById("new-activity");
-    if (notice) notice.hidden = false;
+  const executionBadges = document.querySelectorAll(`[data-execution-status="${Number(message.execution)}"]`);
+  executionBadges.forEach((badge) => setBadge(badge, message.status));
+  if (document.querySelector("[data-live-threads]") && threadBadges.length === 0) announceNewActivity();
+  const executions = document.querySelector("[data-live-executions]");
+  const ours = executions && Number(executions.dataset.liveExecutions) === message.thread;
+  if (ours && message.execution && executionBadges.length === 0) {
+    announceNewActivity();
   }
 }
 

@@ -112,10 +112,18 @@ def test_the_threads_list_updates_statuses_without_a_reload(operator_page, live_
     assert badge.inner_text() == "idle"
     operator_page.wait_for_function("() => document.body.dataset.liveStatus === 'live'")
     operator_page.evaluate("() => { window.__sameDocument = true; }")
+    thread_page = operator_page.context.new_page()
+    thread_page.goto(f"{live_stack.base_url}/threads/{demo_thread.pk}/")
+    thread_page.wait_for_function("() => document.body.dataset.liveStatus === 'live'")
+    assert thread_page.locator("#new-activity").is_hidden()
+
     executions.start_execution(demo_thread, "Look up the records, then a slow step of 2 seconds")
     operator_page.wait_for_selector(f'[data-thread-status="{demo_thread.pk}"].status-running', timeout=RUN_TIMEOUT_MS)
     operator_page.wait_for_selector(f'[data-thread-status="{demo_thread.pk}"].status-completed', timeout=RUN_TIMEOUT_MS)
     assert operator_page.evaluate("() => window.__sameDocument") is True
+    # The thread page updates its own badge and says a new execution is there to be seen.
+    thread_page.wait_for_selector(f'[data-thread-status="{demo_thread.pk}"].status-completed')
+    assert thread_page.locator("#new-activity").is_visible()
 
 
 def sweep_in_a_process_of_its_own(stack) -> None:
