@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -31,6 +32,9 @@ from runs.services.publishing import THREADS_GROUP, execution_group
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
+CLOSE_INTERNAL_ERROR = 1011
+
+log = logging.getLogger(__name__)
 
 
 class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
@@ -116,6 +120,15 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         self.replay = asyncio.create_task(self._replay_then_live())
 
     async def _replay_then_live(self) -> None:
+        try:
+            await self._replay()
+        except Exception:
+            # A task's exception would otherwise vanish and leave the client waiting for `ready` forever;
+            # closing makes it reconnect and resume from the last frame it got.
+            log.exception("replay of execution %s failed", self.execution_pk)
+            await self.close(code=CLOSE_INTERNAL_ERROR)
+
+    async def _replay(self) -> None:
         await self._send_stored_after_cursor()
         await self.send_json({"type": "ready", "position": self.last_sent})
         while self.pending:

@@ -249,3 +249,16 @@ async def test_thread_list_socket_sends_current_statuses_then_live_ones(seeded_r
     )
     assert (await communicator.receive_json_from())["status"] == "waiting"
     await communicator.disconnect()
+
+
+async def test_a_failing_replay_closes_the_socket_so_the_client_reconnects(seeded_run, monkeypatch):
+    user, run = seeded_run
+
+    def broken_page(execution_pk, after, limit=timeline.REPLAY_PAGE_SIZE):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(timeline, "frames_after", broken_page)
+    communicator = await connect(user, run.execution_id)
+    await communicator.send_json_to({"type": "subscribe", "after": None})
+    assert (await communicator.receive_json_from())["type"] == "status"
+    assert await communicator.receive_output() == {"type": "websocket.close", "code": 1011}
