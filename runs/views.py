@@ -59,15 +59,15 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
     thread = get_object_or_404(
         Thread.objects.select_related("profile", "selected_checkpoint", "forked_from__thread"), pk=pk
     )
-    checkpoints = Paginator(
-        thread.checkpoints.select_related("run__execution").order_by("-pk"), CHECKPOINTS_PER_PAGE
-    ).get_page(request.GET.get("checkpoints"))
+    checkpoints = Paginator(timeline.checkpoints_of(thread), CHECKPOINTS_PER_PAGE).get_page(
+        request.GET.get("checkpoints")
+    )
     return render(
         request,
         "runs/thread.html",
         {
             "thread": thread,
-            "executions": thread.executions.order_by("-number"),
+            "executions": timeline.executions_of(thread),
             "checkpoints": checkpoints,
             "ancestry": timeline.fork_ancestry(thread),
             "forks": timeline.forks_of(thread),
@@ -148,8 +148,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "thread": run.execution.thread,
             "duration": timeline.format_duration(timeline.run_duration(run)),
             "events": events,
-            "checkpoints": run.checkpoints.order_by("pk"),
-            "deferred_requests": run.deferred_requests.order_by("pk"),
+            "checkpoints": timeline.checkpoints_of(run),
+            "deferred_requests": timeline.deferred_requests_of(run),
             "usage_json": _pretty(run.usage),
             "output_json": _pretty(run.output),
         },

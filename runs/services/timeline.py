@@ -18,7 +18,6 @@ from django.utils import timezone
 from runs.models import (
     Checkpoint,
     DeferredRequest,
-    DeferredStatus,
     Execution,
     ExecutionStatus,
     Run,
@@ -188,7 +187,6 @@ class Lane:
     run: Run
     duration: timedelta | None
     event_count: int
-    child_run_ids: tuple[str, ...]
 
     def summary(self) -> dict[str, Any]:
         return run_summary(self.run) | {"event_count": self.event_count}
@@ -228,29 +226,23 @@ def lanes_of(execution: Execution) -> list[Lane]:
     counts = dict(
         TimelineEvent.objects.filter(execution=execution).values_list("run").annotate(count=Count("pk")).order_by()
     )
-    children: dict[int, list[str]] = {}
-    for run_pk, child in (
-        TimelineEvent.objects.filter(execution=execution)
-        .exclude(subagent_run_id="")
-        .values_list("run", "subagent_run_id")
-        .distinct()
-        .order_by()
-    ):
-        children.setdefault(run_pk, []).append(child)
     now = timezone.now()
-    return [
-        Lane(
-            run=run,
-            duration=run_duration(run, now),
-            event_count=counts.get(run.pk, 0),
-            child_run_ids=tuple(sorted(children.get(run.pk, ()))),
-        )
-        for run in runs
-    ]
+    return [Lane(run=run, duration=run_duration(run, now), event_count=counts.get(run.pk, 0)) for run in runs]
 
 
-def pending_requests(execution: Execution) -> QuerySet[DeferredRequest]:
-    return execution.deferred_requests.filter(status=DeferredStatus.PENDING).select_related("run").order_by("id")
+def executions_of(thread: Thread) -> QuerySet[Execution]:
+    return thread.executions.order_by("-number")
+
+
+def checkpoints_of(owner: Thread | Run) -> QuerySet[Checkpoint]:
+    """A thread's checkpoints newest first (for forking); a run's in the order it wrote them."""
+    if isinstance(owner, Thread):
+        return owner.checkpoints.select_related("run").order_by("-pk")
+    return owner.checkpoints.order_by("pk")
+
+
+def deferred_requests_of(run: Run) -> QuerySet[DeferredRequest]:
+    return run.deferred_requests.order_by("pk")
 
 
 def run_events(run: Run) -> QuerySet[TimelineEvent]:
