@@ -171,19 +171,6 @@ async def test_a_status_change_first_delivers_committed_events_whose_message_was
     )
     tail = await communicator.receive_json_from()
     assert (tail["type"], tail["position"], tail["event"]["delta"]) == ("event", 1101, "tail")
-    assert (await communicator.receive_json_from())["status"] == "completed"
-    await communicator.disconnect()
-
-
-async def test_status_messages_are_forwarded(seeded_run):
-    user, run = seeded_run
-    communicator = await connect(user, run.execution_id)
-    await communicator.send_json_to({"type": "subscribe", "after": 1100})
-    await receive_until(communicator, lambda m: m["type"] == "ready")
-    await get_channel_layer().group_send(
-        execution_group(run.execution_id),
-        {"type": "execution.status", "execution": run.execution_id, "status": "completed", "runs": []},
-    )
     assert await communicator.receive_json_from() == {
         "type": "status",
         "execution": run.execution_id,
