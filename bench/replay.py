@@ -84,7 +84,7 @@ def run(context: Context) -> Report:
     report = Report("replay", context.database, context.quick, context.repeats)
     cookie = operator_cookie()
     server = daphne()
-    for size in context.sizes:
+    for number, size in enumerate(context.sizes):
         synthetic = synthetic_run(SIZES[size])
         discard(synthetic.thread_id)
         run_row, _ = leased_run(synthetic.thread_id, synthetic.run_id)
@@ -94,6 +94,7 @@ def run(context: Context) -> Report:
             lambda e=execution, n=count: asyncio.run(_replay(server.ws_url, server.base_url, cookie, e, n)),
             lambda e=execution: _read_and_encode(e),
             context.repeats,
+            warmup=1 if number == 0 else 0,
         )
         report.add(
             Comparison(

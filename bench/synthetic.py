@@ -6,14 +6,18 @@ turn and every `CHILD_EVERY`-th after it delegate to an inline child run (the en
 the worker's `CheckpointBoundaries` capability, and the generator does at each boundary what the worker does:
 it takes `export_state()` (kept with the items, so a replay can write the same checkpoints) and releases the
 gate. Turns continue until the wanted item count is about reached, so a "10k" run holds about 10,000 items.
-Runs are generated once per size and cached in-process together with their encoded journal form.
+Runs are generated once per size and cached in-process together with their encoded journal form (and on
+disk for the next suite process, see `synthetic_run`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import os
+import pickle
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ThinkingPart, ToolCallPart, UsageLimits
@@ -24,7 +28,7 @@ from runs.harness.deferred import DeferredToolResume
 from runs.harness.delegation import inline_delegation_tool
 from runs.harness.scripted import scripted_model
 from runs.services.boundaries import CheckpointBoundaries, boundary_of
-from runs.services.codec import EncodedItem, encode_item
+from runs.services.codec import EncodedItem, decode_item, encode_item
 
 __all__ = ("SIZES", "BoundaryState", "SyntheticRun", "synthetic_run")
 
@@ -137,13 +141,26 @@ async def _generate(target: int) -> tuple[list[Any], list[BoundaryState]]:
 
 @functools.cache
 def synthetic_run(items: int) -> SyntheticRun:
-    """A generated run of about `items` source items (cached: generated once per process and size)."""
+    """A generated run of about `items` source items (cached in-process, and on disk for sibling suites).
+
+    With `BENCH_CACHE_DIR` set, the encoded rows and boundary states are kept there, so the next suite process
+    (another database) decodes the same run instead of generating it again: the same items, through the codec.
+    """
+    cache_dir = os.environ.get("BENCH_CACHE_DIR")
+    cached = Path(cache_dir) / f"synthetic-{items}.pickle" if cache_dir else None
+    if cached is not None and cached.exists():
+        thread_id, run_id, encoded, boundaries = pickle.loads(cached.read_bytes())
+        decoded = tuple(decode_item(entry.payload, entry.codec_version) for entry in encoded)
+        return SyntheticRun(thread_id, run_id, decoded, encoded, boundaries)
     generated, boundaries = asyncio.run(_generate(items))
     root = generated[0]
-    return SyntheticRun(
+    run = SyntheticRun(
         thread_id=root.thread_id,
         run_id=root.run_id,
         items=tuple(generated),
         encoded=tuple(encode_item(item) for item in generated),
         boundaries=tuple(boundaries),
     )
+    if cached is not None:
+        cached.write_bytes(pickle.dumps((run.thread_id, run.run_id, run.encoded, run.boundaries), protocol=5))
+    return run

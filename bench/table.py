@@ -14,6 +14,7 @@ __all__ = ("render",)
 
 FINDINGS = Path(__file__).resolve().parent / "findings.md"
 ORDER = ("journal", "observer", "replay", "live", "browser")
+FLAT_LIMIT = 1.5
 MACHINE_FIELDS = (
     ("nproc", "CPUs (nproc)"),
     ("memory_gib", "Memory (GiB)"),
@@ -28,7 +29,7 @@ MACHINE_FIELDS = (
 
 
 def _load(directory: Path) -> list[dict[str, Any]]:
-    results = [json.loads(path.read_text()) for path in sorted(directory.glob("*.json"))]
+    results = [json.loads(path.read_text()) for path in sorted(directory.glob("*-*.json"))]
     return sorted(
         results, key=lambda r: (ORDER.index(r["benchmark"]) if r["benchmark"] in ORDER else 99, r["database"])
     )
@@ -57,6 +58,22 @@ def _ratio(case: dict[str, Any]) -> str:
     return "—"
 
 
+def _flat(factor: float | None) -> str:
+    if factor is None:
+        return "—"
+    return "yes" if factor <= FLAT_LIMIT else "**NO**"
+
+
+def _summary(results: list[dict[str, Any]]) -> list[str]:
+    met = [(r, c) for r in results for c in r["cases"] if c["met"] is True]
+    missed = [(r, c) for r in results for c in r["cases"] if c["met"] is False]
+    lines = [f"**Target checks** (one per case and size): {len(met)} met, {len(missed)} missed."]
+    if missed:
+        named = sorted({f"{r['benchmark']} {c['name']} ({r['database']})" for r, c in missed})
+        lines[0] += " Missed: " + "; ".join(named) + "."
+    return lines
+
+
 def _target(case: dict[str, Any]) -> str:
     target = case["target"]
     if not target:
@@ -65,8 +82,10 @@ def _target(case: dict[str, Any]) -> str:
     return f"{target['description']}: {verdict}"
 
 
-def render(directory: Path, *, total_seconds: float | None = None) -> str:
+def render(directory: Path) -> str:
     results = _load(directory)
+    run_file = directory / "run.json"
+    run = json.loads(run_file.read_text()) if run_file.exists() else {}
     lines = ["# Benchmarks", ""]
     if not results:
         return "\n".join([*lines, "No results yet: run `bin/bench`.", ""])
@@ -76,10 +95,18 @@ def render(directory: Path, *, total_seconds: float | None = None) -> str:
         "Produced by `bin/bench`"
         + (" --quick (1k items only: a smoke run, not figures to quote)" if quick else "")
         + f" on {first['started_at']}"
-        + (f", {total_seconds:.0f} s in total." if total_seconds is not None else "."),
+        + (
+            f": {run['total_seconds']:.0f} s wall clock in total"
+            + (" (over the 10-minute budget on this loaded machine)" if run["total_seconds"] > 600 else "")
+            + f", {run['cpu']:.0f} s of CPU time (all its processes; the machine has 2 CPUs)."
+            if run
+            else "."
+        ),
         "Every figure is the median of at least "
         f"{min(r['repeats'] for r in results)} repetitions, with min–max in brackets; baselines ran in the same "
         "process run, interleaved with their subject. Raw samples are in `bench/results/*.json`.",
+        "",
+        *_summary(results),
         "",
         "**Noise warning:** these figures were taken while other work shared the 2 CPUs (see the load average "
         "below); absolute times are inflated and spreads are wide. Ratios against a baseline are more telling than "
@@ -114,15 +141,17 @@ def render(directory: Path, *, total_seconds: float | None = None) -> str:
             "",
             "## Growth: cost per item by run length",
             "",
-            "| Benchmark | DB | Case | µs/item by size | largest / smallest |",
-            "|---|---|---|---|---:|",
+            f"Flat means the largest size costs at most {FLAT_LIMIT}x per item what the smallest does.",
+            "",
+            "| Benchmark | DB | Case | µs/item by size | largest / smallest | flat? |",
+            "|---|---|---|---|---:|---|",
         ]
         for result, growth in growth_rows:
             per_item = ", ".join(f"{size}: {value:,.1f}" for size, value in growth["us_per_item"].items())
             factor = growth["largest_over_smallest"]
             lines.append(
                 f"| {result['benchmark']} | {result['database']} | {growth['case']} | {per_item} | "
-                f"{'—' if factor is None else f'{factor:.2f}'} |"
+                f"{'—' if factor is None else f'{factor:.2f}'} | {_flat(factor)} |"
             )
     notes = [(result, note) for result in results for note in result.get("notes", [])]
     if notes:
