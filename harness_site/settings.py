@@ -126,12 +126,17 @@ WHITENOISE_AUTOREFRESH = DEBUG
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
 
-CHANNEL_LAYERS = {
-    "default": {
+
+def channel_layer_config(redis_url: str) -> dict:
+    """channels-redis waits for messages with a 5 s blocking pop, and redis-py 8 reads with a 5 s socket timeout by
+    default: a quiet group's reply arriving a hair late would kill the consumer. Reads may take longer than the pop."""
+    return {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
+        "CONFIG": {"hosts": [{"address": redis_url, "socket_timeout": 30}]},
     }
-}
+
+
+CHANNEL_LAYERS = {"default": channel_layer_config(REDIS_URL)}
 
 RQ_QUEUES = {
     "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600},

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from harness_site.settings import channel_layer_config
 from tests.services import DaphneServer, RedisServer, RQWorker, service_env
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -48,9 +49,7 @@ def redis_server() -> Iterator[RedisServer]:
 def redis_settings(settings, redis_server):
     """Point Channels and django-rq of this process at the test redis-server, and empty it afterwards."""
     settings.REDIS_URL = redis_server.url
-    settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [redis_server.url]}}
-    }
+    settings.CHANNEL_LAYERS = {"default": channel_layer_config(redis_server.url)}
     settings.RQ_QUEUES = {"default": {"URL": redis_server.url, "DEFAULT_TIMEOUT": 600}}
     yield redis_server
     _forget_everything_but_workers(redis_server.url)

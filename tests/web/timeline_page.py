@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from runs.models import Execution, TimelineEvent
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+ROOT = Path(__file__).resolve().parents[2]
+# The README's pictures are refreshed only on request, so an ordinary test run leaves the work tree clean.
+SCREENSHOTS = (
+    ROOT / "docs" / "screenshots"
+    if os.environ.get("HARNESS_UPDATE_SCREENSHOTS")
+    else ROOT / "tests" / "artifacts" / "screenshots"
+)
 
 
 def screenshot(page, name: str) -> None:
