@@ -43,8 +43,9 @@ def test_quick_bench_writes_results_and_table(tmp_path):
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
 
-    written = {path.stem: json.loads(path.read_text()) for path in tmp_path.glob("*.json")}
+    written = {path.stem: json.loads(path.read_text()) for path in tmp_path.glob("*-*.json")}
     assert set(written) == set(EXPECTED)
+    assert set(json.loads((tmp_path / "run.json").read_text())) == {"total_seconds", "cpu"}
     for stem, cases in EXPECTED.items():
         result = written[stem]
         assert result["quick"] is True
