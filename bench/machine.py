@@ -29,7 +29,8 @@ def _memory_gib() -> float:
 
 def _commit() -> str:
     found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
-    return found.stdout.strip() or "unknown"
+    dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, check=False).stdout
+    return (found.stdout.strip() or "unknown") + (" + uncommitted changes" if dirty.strip() else "")
 
 
 def describe(postgresql: str | None) -> dict[str, Any]:
