@@ -10,50 +10,109 @@ finite prefix and the live rest of one run as async iterables of decoded items.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
-from django.db.models import Max
 
 from runs.harness.events import HarnessRunResultEvent, HarnessStreamEvent
 from runs.models import JournalEntry, Run, RunStatus
 
 from .codec import decode_item, encode_item
+from .inserts import insert_rows
 from .leases import Lease, verify
 
-__all__ = ("JournalError", "append", "decoded", "read_prefix", "tail")
+__all__ = (
+    "Appended",
+    "AppendedBatch",
+    "JournalCursor",
+    "JournalError",
+    "append",
+    "cursor_of",
+    "decoded",
+    "read_prefix",
+    "tail",
+)
 
-_PAGE = 200
+_PAGE = 2000
 _FINISHED = (RunStatus.COMPLETED, RunStatus.SUSPENDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.ABANDONED)
+_FIELDS = ("run", "index", "source_run_id", "source_sequence", "kind", "occurred_at", "payload", "codec_version")
 
 
 class JournalError(ValueError):
     """An append that would break the journal's order (a gap, a repeat) or that names another thread."""
 
 
-def append(run: Run, items: Sequence[HarnessStreamEvent[Any]], *, lease: Lease) -> list[JournalEntry]:
-    """Append items in one transaction, after checking the lease, order and encoding; all or nothing."""
+@dataclass(frozen=True, slots=True)
+class JournalCursor:
+    """Where a run's journal stands: the last index, the last sequence of each source run, the thread.
+
+    The run's single writer (the lease holder) keeps the cursor each append returns and passes it to the
+    next one instead of having it read back from the table; every item is still checked against it.
+    """
+
+    thread_id: str
+    last_index: int = -1
+    last_sequence: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """One stored journal row: its primary key and its index in the run's journal."""
+
+    pk: int
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppendedBatch:
+    """The rows one `append` stored, in order, and the cursor after them."""
+
+    entries: list[Appended]
+    cursor: JournalCursor
+
+
+def cursor_of(run: Run, sources: Sequence[str] | None = None) -> JournalCursor:
+    """The cursor of a run as stored (for `sources`, or every source run id when `None`)."""
+    entries = JournalEntry.objects.filter(run=run)
+    last_index = entries.order_by("-index").values_list("index", flat=True).first()
+    if sources is None:
+        sources = list(entries.values_list("source_run_id", flat=True).distinct().order_by())
+    last_sequence = {}
+    for source in sources:
+        # One index seek per source (unique run, source_run_id, source_sequence), not a scan of the run.
+        last = (
+            entries.filter(source_run_id=source).order_by("-source_sequence").values_list("source_sequence", flat=True)
+        ).first()
+        if last is not None:
+            last_sequence[source] = last
+    thread_id = Run.objects.filter(pk=run.pk).values_list("execution__thread__thread_id", flat=True).get()
+    return JournalCursor(thread_id, -1 if last_index is None else last_index, last_sequence)
+
+
+def append(
+    run: Run, items: Sequence[HarnessStreamEvent[Any]], *, lease: Lease, cursor: JournalCursor | None = None
+) -> AppendedBatch:
+    """Append items in one transaction, after checking the lease, order and encoding; all or nothing.
+
+    With `cursor` (the one the previous append returned to this run's writer) nothing is read back from
+    the table; without it, the run's current cursor is read first. The returned cursor is valid once the
+    caller's transaction commits.
+    """
     if not items:
-        return []
+        return AppendedBatch([], cursor if cursor is not None else cursor_of(run))
     with transaction.atomic():
         verify(lease, "append to the journal")
         encoded = [encode_item(item) for item in items]
-        last_index = JournalEntry.objects.filter(run=run).aggregate(last=Max("index"))["last"]
-        source_ids = {entry.source_run_id for entry in encoded}
-        last_sequence: dict[str, int] = {
-            row["source_run_id"]: row["last"]
-            for row in JournalEntry.objects.filter(run=run, source_run_id__in=source_ids)
-            .values("source_run_id")
-            .annotate(last=Max("source_sequence"))
-        }
-        thread_id = run.execution.thread.thread_id
+        current = cursor if cursor is not None else cursor_of(run, list({entry.source_run_id for entry in encoded}))
         for item in items:
-            if item.run_id == run.run_id and item.thread_id != thread_id:
+            if item.run_id == run.run_id and item.thread_id != current.thread_id:
                 raise JournalError(f"journal of run {run.run_id} refused an item of thread {item.thread_id}")
+        last_sequence = dict(current.last_sequence)
         rows = []
-        index = -1 if last_index is None else last_index
+        index = current.last_index
         for item, entry in zip(items, encoded, strict=True):
             expected = last_sequence.get(entry.source_run_id, -1) + 1
             if entry.source_sequence < expected:
@@ -69,29 +128,38 @@ def append(run: Run, items: Sequence[HarnessStreamEvent[Any]], *, lease: Lease) 
             last_sequence[entry.source_run_id] = entry.source_sequence
             index += 1
             rows.append(
-                JournalEntry(
-                    run=run,
-                    index=index,
-                    source_run_id=entry.source_run_id,
-                    source_sequence=entry.source_sequence,
-                    kind=entry.kind,
-                    occurred_at=item.occurred_at,
-                    payload=entry.payload,
-                    codec_version=entry.codec_version,
+                (
+                    run.pk,
+                    index,
+                    entry.source_run_id,
+                    entry.source_sequence,
+                    entry.kind,
+                    item.occurred_at,
+                    entry.payload,
+                    entry.codec_version,
                 )
             )
-        return JournalEntry.objects.bulk_create(rows)
+        # RETURNING gives no order guarantee on every backend: rows are matched by their index.
+        stored = {
+            row_index: pk for pk, row_index in insert_rows(JournalEntry, _FIELDS, rows, returning=("id", "index"))
+        }
+    return AppendedBatch(
+        [Appended(stored[row[1]], row[1]) for row in rows],
+        JournalCursor(current.thread_id, index, last_sequence),
+    )
 
 
 def decoded(entry: JournalEntry) -> HarnessStreamEvent[Any]:
     return decode_item(entry.payload, entry.codec_version)
 
 
-def _page(run_pk: int, after: int, through: int | None) -> list[JournalEntry]:
+def _page(run_pk: int, after: int, through: int | None) -> list[tuple[int, str, int]]:
+    # Only the columns a reader needs, as tuples: model instances (and their datetime parsing) cost more
+    # than the decoding itself.
     entries = JournalEntry.objects.filter(run_id=run_pk, index__gt=after).order_by("index")
     if through is not None:
         entries = entries.filter(index__lte=through)
-    return list(entries[:_PAGE])
+    return list(entries.values_list("index", "payload", "codec_version")[:_PAGE])
 
 
 async def read_prefix(run: Run, *, through: int | None = None) -> AsyncIterator[HarnessStreamEvent[Any]]:
@@ -99,11 +167,11 @@ async def read_prefix(run: Run, *, through: int | None = None) -> AsyncIterator[
     after = -1
     while True:
         page = await sync_to_async(_page)(run.pk, after, through)
-        for entry in page:
-            if entry.index != after + 1:
-                raise JournalError(f"journal of run {run.pk} has a gap before index {entry.index}")
-            yield decoded(entry)
-            after = entry.index
+        for index, payload, codec_version in page:
+            if index != after + 1:
+                raise JournalError(f"journal of run {run.pk} has a gap before index {index}")
+            yield decode_item(payload, codec_version)
+            after = index
         if len(page) < _PAGE:
             return
 
@@ -116,12 +184,12 @@ async def tail(run: Run, *, after: int = -1, poll_seconds: float = 0.2) -> Async
     """The run's items after index `after`, following new commits, until its terminal item or its end."""
     while True:
         page = await sync_to_async(_page)(run.pk, after, None)
-        for entry in page:
-            if entry.index != after + 1:
-                raise JournalError(f"journal of run {run.pk} has a gap before index {entry.index}")
-            item = decoded(entry)
+        for index, payload, codec_version in page:
+            if index != after + 1:
+                raise JournalError(f"journal of run {run.pk} has a gap before index {index}")
+            item = decode_item(payload, codec_version)
             yield item
-            after = entry.index
+            after = index
             if isinstance(item, HarnessRunResultEvent) and item.run_id == run.run_id:
                 return
         if not page:

@@ -15,17 +15,19 @@ from typing import Any
 
 from ag_ui.core import BaseEvent
 from django.db import transaction
-from django.db.models import Max
 
 from observers.agui import HarnessAguiStreamObserver
 from runs.harness.events import HarnessStreamEvent
-from runs.models import JournalEntry, Run, TimelineEvent
+from runs.models import Run, TimelineEvent
 
 from . import journal
+from .inserts import insert_rows
 from .leases import Lease
-from .publishing import publish_timeline
+from .publishing import publish_frames
 
 __all__ = ("RunProjection", "dump_event", "store_events")
+
+_FIELDS = ("execution", "position", "run", "journal_entry", "subagent_run_id", "event_type", "event", "occurred_at")
 
 
 def dump_event(event: BaseEvent) -> dict[str, Any]:
@@ -34,51 +36,77 @@ def dump_event(event: BaseEvent) -> dict[str, Any]:
 
 
 class RunProjection:
-    """One run's observer and the writer of its timeline rows."""
+    """One run's observer and the writer of its journal and timeline rows.
+
+    The lease holder is the only writer of its run's journal and, while it holds the lease, of its
+    execution's timeline, so the projection keeps the journal cursor and the next position itself instead
+    of reading them back for every batch (the lease check in each transaction fences a stale writer, and
+    the unique constraints stay the backstop). Both are read once, on the first write.
+    """
 
     def __init__(self, run: Run, observer: HarnessAguiStreamObserver | None = None) -> None:
         self.run = run
         # The worker never reads the observer's snapshot; positions and rows live in the database.
         self.observer = observer or HarnessAguiStreamObserver(retain_events=False)
+        self._cursor: journal.JournalCursor | None = None
+        self._last_position: int | None = None
 
-    def record(self, items: Sequence[HarnessStreamEvent[Any]], *, lease: Lease) -> list[JournalEntry]:
+    def record(self, items: Sequence[HarnessStreamEvent[Any]], *, lease: Lease) -> list[journal.Appended]:
         """Journal the items and store their projection in one transaction (lease checked first).
 
         If the transaction fails the worker stops using this projection: the observer has already seen
-        the items and only a rebuild from the journal (`resume()`) matches the database again.
+        the items and only a rebuild from the journal (`resume()`) matches the database again. The same
+        holds when the caller wraps `record` in a transaction of its own that later rolls back.
         """
-        with transaction.atomic():
-            entries = journal.append(self.run, items, lease=lease)
-            self.store([(entry, item) for entry, item in zip(entries, items, strict=True)])
-        return entries
+        try:
+            with transaction.atomic():
+                if self._cursor is None:
+                    self._cursor = journal.cursor_of(self.run)
+                batch = journal.append(self.run, items, lease=lease, cursor=self._cursor)
+                last_position = self._store(list(zip(batch.entries, items, strict=True)))
+        except BaseException:
+            self._cursor = self._last_position = None
+            raise
+        self._cursor, self._last_position = batch.cursor, last_position
+        return batch.entries
 
-    def store(self, pairs: Sequence[tuple[JournalEntry | None, HarnessStreamEvent[Any]]]) -> list[TimelineEvent]:
-        """Inside a transaction: observe each item and write the events at the next positions.
+    def store(self, pairs: Sequence[tuple[journal.Appended | None, HarnessStreamEvent[Any]]]) -> None:
+        """Inside a transaction: observe each item and write the events at the execution's next positions.
 
         A pair without a journal entry is an item the Host itself supplies to close a lane (recovery).
         """
-        produced = [(entry, item.occurred_at, event) for entry, item in pairs for event in self.observer.observe(item)]
-        return store_events(self.run, produced)
+        self._store(pairs)
+
+    def _store(self, pairs: Sequence[tuple[journal.Appended | None, HarnessStreamEvent[Any]]]) -> int:
+        produced = [
+            (None if entry is None else entry.pk, item.occurred_at, event)
+            for entry, item in pairs
+            for event in self.observer.observe(item)
+        ]
+        return store_events(self.run, produced, after=self._last_position)
 
 
-def store_events(run: Run, produced: Sequence[tuple[JournalEntry | None, datetime, BaseEvent]]) -> list[TimelineEvent]:
-    """Inside a transaction: store AG-UI events of `run` at its execution's next positions, publish after commit."""
-    last = TimelineEvent.objects.filter(execution_id=run.execution_id).aggregate(last=Max("position"))["last"] or 0
+def store_events(
+    run: Run, produced: Sequence[tuple[int | None, datetime, BaseEvent]], *, after: int | None = None
+) -> int:
+    """Inside a transaction: store AG-UI events (with their journal entry pk) of `run` at its execution's next
+    positions, after `after` (read from the table when `None`); publish after commit. Returns the last position.
+    """
+    if after is None:
+        last = TimelineEvent.objects.filter(execution_id=run.execution_id).order_by("-position")
+        after = last.values_list("position", flat=True).first() or 0
     rows = []
-    for position, (entry, occurred_at, event) in enumerate(produced, start=last + 1):
+    frames = []
+    run_id = run.run_id or ""
+    for position, (entry_pk, occurred_at, event) in enumerate(produced, start=after + 1):
         dumped = dump_event(event)
+        subagent_run_id = dumped.get("subagentRunId", "")
         rows.append(
-            TimelineEvent(
-                execution_id=run.execution_id,
-                position=position,
-                run=run,
-                journal_entry=entry,
-                subagent_run_id=dumped.get("subagentRunId", ""),
-                event_type=dumped["type"],
-                event=dumped,
-                occurred_at=occurred_at,
-            )
+            (run.execution_id, position, run.pk, entry_pk, subagent_run_id, dumped["type"], dumped, occurred_at)
         )
-    created = TimelineEvent.objects.bulk_create(rows)
-    publish_timeline(run.execution_id, created)
-    return created
+        frames.append(
+            {"position": position, "run_id": run_id, "run": run.pk, "subagent_run_id": subagent_run_id, "event": dumped}
+        )
+    insert_rows(TimelineEvent, _FIELDS, rows)
+    publish_frames(run.execution_id, frames)
+    return after + len(rows)

@@ -4,55 +4,158 @@ Nothing is sent before its rows are durable: callers inside a transaction regist
 `transaction.on_commit`, so a rolled-back batch is never seen by a browser. This module is the only place
 that talks to the channel layer; a missing or unreachable layer never breaks a run (browsers catch up from
 the database when they reconnect).
+
+Messages leave in the order they were committed, by one of two routes. On the worker (`worker_sender`), the
+write path only queues them: one task of the worker's own event loop sends them in order, so a batch's
+transaction never waits for Redis. Plain sync code (approvals, the sweeper, views) hands them to one event
+loop per process kept in a daemon thread, which keeps its channel layer connection between sends instead of
+opening a new loop and connection for every message.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import logging
-from collections.abc import Sequence
+import os
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import BaseChannelLayer, get_channel_layer
 from django.db import transaction
 
-from runs.models import Execution, TimelineEvent
+from runs.models import Execution
 
-from .timeline import execution_status_message, frame_of
+from .timeline import execution_status_message
 
-__all__ = ("execution_group", "publish_execution_status", "publish_timeline")
+__all__ = ("execution_group", "publish_execution_status", "publish_frames", "worker_sender")
 
 log = logging.getLogger(__name__)
 
 THREADS_GROUP = "threads"
+# How long plain sync code waits for one send before logging it as failed and going on.
+SEND_TIMEOUT_SECONDS = 10.0
+
+Message = tuple[str, dict[str, Any]]
 
 
 def execution_group(execution_pk: int) -> str:
     return f"execution-{execution_pk}"
 
 
-def _send(group: str, message: dict[str, Any]) -> None:
-    layer = get_channel_layer()
-    if layer is None:
-        return
+async def _group_send(layer: BaseChannelLayer, group: str, message: dict[str, Any]) -> None:
     try:
-        async_to_sync(layer.group_send)(group, message)
+        await layer.group_send(group, message)
     except Exception:
         log.warning("could not publish %s to %s", message.get("type"), group, exc_info=True)
 
 
-def publish_timeline(execution_pk: int, events: Sequence[TimelineEvent]) -> None:
-    """After the surrounding transaction commits, send the events to the execution's group.
+class _WorkerSender:
+    """Sends the worker's messages in order from one task of its event loop; others only enqueue."""
 
-    Frames are built by the read side's `frame_of`, so live and replayed frames are identical.
+    def __init__(self, layer: BaseChannelLayer) -> None:
+        self._layer = layer
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[Message] = asyncio.Queue()
+        self._task = asyncio.create_task(self._run(), name="harness-publisher")
+
+    def put(self, group: str, message: dict[str, Any]) -> None:
+        """From any thread (the on-commit hooks run in the worker's database thread)."""
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, (group, message))
+
+    async def _run(self) -> None:
+        while True:
+            group, message = await self._queue.get()
+            await _group_send(self._layer, group, message)
+            self._queue.task_done()
+
+    async def close(self) -> None:
+        """Send what is queued, then stop.
+
+        A database call's hooks reach the queue before the call's own completion reaches its awaiting task
+        (both go through the loop's queue of callbacks, in that order), so nothing committed is left out.
+        """
+        await self._queue.join()
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+
+_worker_sender: contextvars.ContextVar[_WorkerSender | None] = contextvars.ContextVar("worker_sender", default=None)
+
+
+@asynccontextmanager
+async def worker_sender() -> AsyncIterator[None]:
+    """Inside: messages committed by this task (and the sync code it calls) are sent by one background task.
+
+    On leaving, everything queued has been sent.
     """
-    if not events:
+    layer = get_channel_layer()
+    if layer is None:
+        yield
         return
-    frames = [frame_of(event) for event in events]
+    sender = _WorkerSender(layer)
+    token = _worker_sender.set(sender)
+    try:
+        yield
+    finally:
+        _worker_sender.reset(token)
+        await sender.close()
+
+
+class _LoopThread:
+    """One event loop in a daemon thread, where plain sync code's sends run one after another."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="harness-publisher", daemon=True).start()
+
+    def send(self, layer: BaseChannelLayer, group: str, message: dict[str, Any]) -> None:
+        future = asyncio.run_coroutine_threadsafe(_group_send(layer, group, message), self.loop)
+        try:
+            future.result(timeout=SEND_TIMEOUT_SECONDS)
+        except TimeoutError:
+            future.cancel()
+            log.warning("publishing %s to %s timed out", message.get("type"), group)
+
+
+_loop_thread: _LoopThread | None = None
+_loop_thread_lock = threading.Lock()
+
+
+def _sync_loop() -> _LoopThread:
+    global _loop_thread
+    with _loop_thread_lock:
+        # A forked child (an RQ work horse) does not inherit the parent's thread: it starts its own.
+        if _loop_thread is None or _loop_thread.pid != os.getpid():
+            _loop_thread = _LoopThread()
+        return _loop_thread
+
+
+def _send(group: str, message: dict[str, Any]) -> None:
+    sender = _worker_sender.get()
+    if sender is not None:
+        sender.put(group, message)
+        return
+    layer = get_channel_layer()
+    if layer is not None:
+        _sync_loop().send(layer, group, message)
+
+
+def publish_frames(execution_pk: int, frames: list[dict[str, Any]]) -> None:
+    """After the surrounding transaction commits, send the timeline frames to the execution's group.
+
+    A frame is what the read side replays for a stored event (schema.md: position, run_id, run,
+    subagent_run_id, event), so live and replayed frames are identical.
+    """
+    if not frames:
+        return
     transaction.on_commit(lambda: _send(execution_group(execution_pk), {"type": "timeline.append", "frames": frames}))
 
 
-def _status_messages(execution_pk: int) -> list[tuple[str, dict[str, Any]]]:
+def _status_messages(execution_pk: int) -> list[Message]:
     execution = Execution.objects.filter(pk=execution_pk).first()
     if execution is None:
         return []

@@ -10,6 +10,7 @@ operator's cancel. Every write re-checks the lease, so a worker that lost it sto
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from observers.agui import HarnessAguiStreamObserver
 from runs.harness.context import RunBindings
 from runs.harness.deferred import DeferredToolCall, DeferredToolResume
 from runs.harness.errors import HarnessError
-from runs.harness.events import HarnessRunResultEvent, HarnessStreamEvent
+from runs.harness.events import HarnessRunResultEvent
 from runs.harness.result import HarnessRunResult, SafeFailure
 from runs.harness.state import HarnessState
 from runs.models import (
@@ -42,19 +43,21 @@ from runs.models import (
 
 from . import checkpoints, leases
 from .agents import build_executable
+from .batching import MAX_ITEMS, BatchWriter
 from .boundaries import CheckpointBoundaries, boundary_of
 from .codec import decode_resume
 from .leases import Lease, LeaseLost
 from .policy import approval_reason, expiry_for, redaction_processor
 from .projection import RunProjection
-from .publishing import publish_execution_status
+from .publishing import publish_execution_status, worker_sender
 from .recovery import close_projection
 
 __all__ = ("SimulatedCrash", "execute_run")
 
 log = logging.getLogger(__name__)
 
-BATCH_SIZE = 16
+# The largest batch; bench/writer.py replays the worker's loop with it until it uses `BatchWriter` itself.
+BATCH_SIZE = MAX_ITEMS
 
 _db = sync_to_async
 
@@ -158,7 +161,8 @@ async def _drive(run_pk: int, lease: Lease, crash_after_boundaries: int | None) 
     cancel = _CancelSwitch()
     heartbeat = asyncio.create_task(_heartbeat(lease, cancel))
     try:
-        return await _work(run_pk, lease, crash_after_boundaries, cancel)
+        async with worker_sender():
+            return await _work(run_pk, lease, crash_after_boundaries, cancel)
     finally:
         heartbeat.cancel()
 
@@ -194,24 +198,16 @@ async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, c
         run, HarnessAguiStreamObserver(processor=redaction_processor(run.policy_version), retain_events=False)
     )
     cancel.attach(stream.cancel)
-    pending: list[HarnessStreamEvent[Any]] = []
-    last_index = -1
-
-    async def flush() -> None:
-        nonlocal last_index
-        if pending:
-            entries = await _db(projection.record)(list(pending), lease=lease)
-            pending.clear()
-            last_index = entries[-1].index
+    writer = BatchWriter(projection, lease)
 
     result: HarnessRunResult[Any] | None = None
     try:
         async with stream:
             async for item in stream:
-                pending.append(item)
+                await writer.add(item)
                 boundary = boundary_of(item, stream.run_id)
                 if boundary is not None:
-                    await flush()
+                    last_index = await writer.flush()
                     state = await stream.export_state()
                     await _db(checkpoints.record)(
                         run,
@@ -227,8 +223,8 @@ async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, c
                         if crash_after_boundaries <= 0:
                             raise SimulatedCrash
                     gate.release()
-                elif isinstance(item, HarnessRunResultEvent) or len(pending) >= BATCH_SIZE:
-                    await flush()
+                elif isinstance(item, HarnessRunResultEvent):
+                    await writer.flush()
         result = stream.result
     except LeaseLost:
         raise
@@ -240,9 +236,14 @@ async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, c
         failure = SafeFailure(code="host_error", message=message)
     else:
         assert result is not None
-        await _db(_record_result)(run, lease, result, last_index)
+        await _db(_record_result)(run, lease, result, writer.last_index)
         return result.status
-    # The stream ended without its terminal item: fail the run, then end its lane as a failed run would.
+    finally:
+        await writer.close()
+    # The stream ended without its terminal item. What it yielded before is still its history (unless the
+    # writer itself is what failed); then the run fails and its lane is ended as a failed run's would be.
+    with contextlib.suppress(Exception):
+        await writer.flush()
     await _db(_record_failure)(lease, failure.code, failure.message)
     await _db(close_projection)(run, failure)
     return f"failed: {failure.code}"

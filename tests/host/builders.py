@@ -11,7 +11,7 @@ from runs.harness.events import HarnessEvent, HarnessRunResultEvent, run_started
 from runs.harness.result import HarnessRunResult
 from runs.harness.state import HarnessState
 from runs.models import AgentProfile, Run, Thread
-from runs.services import executions, policy
+from runs.services import executions, leases, policy
 
 RUN_ID = "run-" + "a" * 32
 
@@ -53,3 +53,13 @@ def completed(thread_id: str, run_id: str, sequence: int, text: str = "Hello the
     state = HarnessState.new(thread_id=thread_id)
     result = HarnessRunResult(thread_id=thread_id, run_id=run_id, status="completed", output=text, state=state)
     return HarnessRunResultEvent(thread_id, run_id, sequence, now(), result)
+
+
+def leased_run() -> tuple[Run, leases.Lease]:
+    """A queued run whose lease is taken, bound to `RUN_ID` (as the worker binds the engine's run id)."""
+    run = queued_run()
+    lease = leases.acquire(run.pk)
+    assert lease is not None
+    Run.objects.filter(pk=run.pk).update(run_id=RUN_ID)
+    run.refresh_from_db()
+    return run, lease

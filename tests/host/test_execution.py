@@ -25,7 +25,7 @@ from runs.models import (
     ToolDispatch,
 )
 from runs.services import checkpoints, executions, forks, journal, leases, recovery, runner
-from runs.services.codec import decode_item
+from runs.services.codec import decode_item, item_kind
 from tests.host import builders
 
 pytestmark = pytest.mark.django_db
@@ -335,8 +335,10 @@ def test_closing_a_lane_that_died_inside_a_delegation_ends_the_child_too(demo_th
     real = RunProjection.record
 
     def record(self, items, *, lease):
-        # Dies on the first batch after the child's "started" fact became durable.
-        if self.run.journal.filter(kind="harness.delegation.inline_delegation").exists():
+        # Dies right after the child's "started" fact became durable, however the items were batched.
+        kinds = [item_kind(item) for item in items]
+        if "harness.delegation.inline_delegation" in kinds:
+            real(self, items[: kinds.index("harness.delegation.inline_delegation") + 1], lease=lease)
             raise Crash
         return real(self, items, lease=lease)
 

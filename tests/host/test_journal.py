@@ -23,15 +23,6 @@ from tests.host import builders
 pytestmark = pytest.mark.django_db
 
 
-def _leased() -> tuple[Run, leases.Lease]:
-    run = builders.queued_run()
-    lease = leases.acquire(run.pk)
-    assert lease is not None
-    Run.objects.filter(pk=run.pk).update(run_id=builders.RUN_ID)
-    run.refresh_from_db()
-    return run, lease
-
-
 def _thread_id(run: Run) -> str:
     return run.execution.thread.thread_id
 
@@ -131,7 +122,7 @@ def test_codec_refuses_undecodable_items_clearly(payload, version, message):
 
 
 def test_append_numbers_items_in_order_and_projects_them_in_the_same_transaction():
-    run, lease = _leased()
+    run, lease = builders.leased_run()
     items = builders.text_items(_thread_id(run))
     RunProjection(run).record(items[:2], lease=lease)
     assert _journal_rows(run) == [(0, builders.RUN_ID, 0), (1, builders.RUN_ID, 1)]
@@ -141,7 +132,7 @@ def test_append_numbers_items_in_order_and_projects_them_in_the_same_transaction
 
 
 def test_inline_child_items_keep_their_own_sequences():
-    run, lease = _leased()
+    run, lease = builders.leased_run()
     thread_id = _thread_id(run)
     child_thread = HarnessState.new().thread_id
     child_run = "run-" + "c" * 32
@@ -171,7 +162,7 @@ def test_inline_child_items_keep_their_own_sequences():
 
 
 def test_append_refuses_a_gap_and_changes_nothing():
-    run, lease = _leased()
+    run, lease = builders.leased_run()
     items = builders.text_items(_thread_id(run))
     journal.append(run, items[:2], lease=lease)
     with pytest.raises(journal.JournalError, match=r"journal gap .* expected sequence 2, got 3"):
@@ -180,7 +171,7 @@ def test_append_refuses_a_gap_and_changes_nothing():
 
 
 def test_append_refuses_a_repeated_sequence_and_changes_nothing():
-    run, lease = _leased()
+    run, lease = builders.leased_run()
     items = builders.text_items(_thread_id(run))
     journal.append(run, items[:3], lease=lease)
     with pytest.raises(journal.JournalError, match=r"journal duplicate .* sequence 1 is already recorded"):
@@ -192,7 +183,7 @@ def test_append_refuses_a_repeated_sequence_and_changes_nothing():
 
 
 def test_append_refuses_an_item_that_cannot_be_encoded():
-    run, lease = _leased()
+    run, lease = builders.leased_run()
 
     class Opaque:
         event_kind = "opaque"
@@ -204,7 +195,7 @@ def test_append_refuses_an_item_that_cannot_be_encoded():
 
 
 def test_write_with_an_expired_lease_is_refused_and_changes_nothing():
-    run, lease = _leased()
+    run, lease = builders.leased_run()
     items = builders.text_items(_thread_id(run))
     RunProjection(run).record(items[:1], lease=lease)
     Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
@@ -215,7 +206,7 @@ def test_write_with_an_expired_lease_is_refused_and_changes_nothing():
 
 
 def test_write_after_the_lease_was_taken_over_is_refused():
-    run, lease = _leased()
+    run, lease = builders.leased_run()
     stale = leases.Lease(run_pk=lease.run_pk, execution_pk=lease.execution_pk, token="0" * 32, seconds=30)
     with pytest.raises(leases.LeaseLost):
         journal.append(run, builders.text_items(_thread_id(run))[:1], lease=stale)
@@ -234,7 +225,7 @@ async def _collect(iterable):
 def test_read_prefix_yields_the_exact_prefix_and_tail_the_rest_until_the_terminal_item():
     from asgiref.sync import async_to_sync
 
-    run, lease = _leased()
+    run, lease = builders.leased_run()
     thread_id = _thread_id(run)
     items = [*builders.text_items(thread_id), builders.completed(thread_id, builders.RUN_ID, 4)]
     journal.append(run, items, lease=lease)
@@ -248,8 +239,50 @@ def test_read_prefix_yields_the_exact_prefix_and_tail_the_rest_until_the_termina
 def test_reading_an_undecodable_item_is_a_clear_error():
     from asgiref.sync import async_to_sync
 
-    run, lease = _leased()
+    run, lease = builders.leased_run()
     journal.append(run, builders.text_items(_thread_id(run))[:2], lease=lease)
     JournalEntry.objects.filter(run=run, index=1).update(payload='{"broken": true}')
     with pytest.raises(CodecError, match="undecodable journal item"):
         async_to_sync(_collect)(journal.read_prefix(run))
+
+
+def test_one_projection_keeps_numbering_across_batches_and_rereads_after_a_refused_one():
+    run, lease = builders.leased_run()
+    thread_id = _thread_id(run)
+    items = [*builders.text_items(thread_id), builders.completed(thread_id, builders.RUN_ID, 4)]
+    projection = RunProjection(run)
+    projection.record(items[:1], lease=lease)
+    with pytest.raises(journal.JournalError, match="journal gap"):
+        projection.record(items[2:3], lease=lease)
+    # Another writer's rows (here: the same items through a fresh projection) are picked up afterwards.
+    RunProjection(run).record(items[1:2], lease=lease)
+    projection.record(items[2:], lease=lease)
+    assert [row[0] for row in _journal_rows(run)] == [0, 1, 2, 3, 4]
+    positions = list(TimelineEvent.objects.filter(run=run).values_list("position", flat=True))
+    assert positions == list(range(1, len(positions) + 1))
+
+
+def test_live_frames_are_the_frames_a_replay_reads(django_capture_on_commit_callbacks, monkeypatch):
+    from runs.services import publishing
+    from runs.services.timeline import frames_after
+
+    sent = []
+    monkeypatch.setattr(publishing, "_send", lambda group, message: sent.append(message))
+    run, lease = builders.leased_run()
+    with django_capture_on_commit_callbacks(execute=True):
+        RunProjection(run).record(builders.text_items(_thread_id(run)), lease=lease)
+    (message,) = sent
+    assert message["frames"] == frames_after(run.execution_id, 0)
+
+
+def test_read_prefix_reads_across_pages(monkeypatch):
+    from asgiref.sync import async_to_sync
+
+    monkeypatch.setattr(journal, "_PAGE", 2)
+    run, lease = builders.leased_run()
+    thread_id = _thread_id(run)
+    items = [*builders.text_items(thread_id), builders.completed(thread_id, builders.RUN_ID, 4)]
+    journal.append(run, items, lease=lease)
+    assert async_to_sync(_collect)(journal.read_prefix(run, through=3)) == items[:4]
+    assert len(async_to_sync(_collect)(journal.read_prefix(run))) == 5
+    assert len(async_to_sync(_collect)(journal.tail(run, after=0))) == 4

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from asgiref.sync import async_to_sync, sync_to_async
 
 from runs.models import TimelineEvent
 from runs.services import leases, publishing
@@ -60,3 +61,50 @@ def test_harness_recover_runs_one_sweep(capsys):
 
     call_command("harness_recover")
     assert "abandoned 0" in capsys.readouterr().out
+
+
+def _receive(layer, channel: str, count: int) -> list[dict]:
+    # In one event loop: channels-redis hands a message out again to a receive from a new loop.
+    async def receive() -> list[dict]:
+        return [await layer.receive(channel) for _ in range(count)]
+
+    return async_to_sync(receive)()
+
+
+def _listen(group: str):
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(group, channel)
+    return layer, channel
+
+
+def test_plain_sync_code_publishes_in_order_through_one_kept_event_loop(redis_settings):
+    layer, channel = _listen("sync-test")
+    publishing._send("sync-test", {"type": "first"})
+    loop = publishing._sync_loop().loop
+    publishing._send("sync-test", {"type": "second"})
+    assert publishing._sync_loop().loop is loop and loop.is_running()
+    assert [message["type"] for message in _receive(layer, channel, 2)] == ["first", "second"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_worker_publishes_each_committed_batch_in_order_from_its_own_loop(redis_settings):
+    run = builders.queued_run()
+    lease = leases.acquire(run.pk)
+    run.run_id = builders.RUN_ID
+    run.save(update_fields=["run_id"])
+    layer, channel = _listen(publishing.execution_group(run.execution_id))
+    items = builders.text_items(run.execution.thread.thread_id)
+    projection = RunProjection(run)
+
+    async def work() -> None:
+        async with publishing.worker_sender():
+            for item in items:
+                await sync_to_async(projection.record)([item], lease=lease)
+
+    async_to_sync(work)()
+    stored = list(TimelineEvent.objects.filter(run=run).order_by("position").values_list("position", flat=True))
+    received = [frame["position"] for message in _receive(layer, channel, len(items)) for frame in message["frames"]]
+    assert received == stored

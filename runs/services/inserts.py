@@ -1,0 +1,63 @@
+"""Multi-row INSERTs for the worker's hot path, without a model instance per row.
+
+`bulk_create` builds and prepares a model instance for every journal and timeline row; on the write path
+that costs more than the database itself. Here a row is a tuple of field values, adapted for the backend
+only where a column needs it (datetimes, JSON), and sent as one multi-row INSERT per chunk of the
+backend's parameter limit. Constraints are the table's own, so a row the database refuses fails the
+whole surrounding transaction exactly as with `bulk_create`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from django.db import connection, models
+
+__all__ = ("insert_rows",)
+
+
+def _adapter(field: models.Field) -> Callable[[Any], Any] | None:
+    ops = connection.ops
+    if isinstance(field, models.DateTimeField):
+        return ops.adapt_datetimefield_value
+    if isinstance(field, models.JSONField):
+        encoder = field.encoder
+        return lambda value: ops.adapt_json_value(value, encoder)
+    return None
+
+
+def insert_rows(
+    model: type[models.Model],
+    fields: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    returning: Sequence[str] = (),
+) -> list[tuple[Any, ...]]:
+    """Insert `rows` (values in the order of `fields`); the `returning` columns of the new rows, in any order."""
+    if not rows:
+        return []
+    meta = model._meta
+    quote = connection.ops.quote_name
+    columns = [meta.get_field(name) for name in fields]
+    adapters = [(position, adapt) for position, field in enumerate(columns) if (adapt := _adapter(field))]
+    head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(field.column) for field in columns)}) VALUES "
+    tail = f" RETURNING {', '.join(quote(meta.get_field(name).column) for name in returning)}" if returning else ""
+    mark = f"({', '.join(['%s'] * len(columns))})"
+    limit = connection.features.max_query_params
+    per_statement = max(1, limit // len(columns)) if limit else len(rows)
+    returned: list[tuple[Any, ...]] = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), per_statement):
+            chunk = rows[start : start + per_statement]
+            params: list[Any] = []
+            for row in chunk:
+                if adapters:
+                    row = list(row)
+                    for position, adapt in adapters:
+                        row[position] = adapt(row[position])
+                params.extend(row)
+            cursor.execute(head + ", ".join([mark] * len(chunk)) + tail, params)
+            if returning:
+                returned.extend(cursor.fetchall())
+    return returned

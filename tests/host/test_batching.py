@@ -1,0 +1,112 @@
+"""The worker's batched writer: bursts in one transaction, quiet streams flushed by the timer, order kept."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from pydantic_ai.messages import PartDeltaEvent, TextPartDelta
+
+from runs.harness.events import HarnessEvent
+from runs.models import JournalEntry, Run, TimelineEvent
+from runs.services import leases
+from runs.services.batching import BatchWriter
+from runs.services.projection import RunProjection
+from tests.host import builders
+
+pytestmark = pytest.mark.django_db
+
+
+class Counting(RunProjection):
+    """A projection that remembers the size of every batch it wrote."""
+
+    def __init__(self, run: Run) -> None:
+        super().__init__(run)
+        self.batches: list[int] = []
+
+    def record(self, items, *, lease):
+        entries = super().record(items, lease=lease)
+        self.batches.append(len(items))
+        return entries
+
+
+def _deltas(run: Run, count: int) -> list:
+    thread_id = run.execution.thread.thread_id
+    start = builders.text_items(thread_id)[:2]
+    return [
+        *start,
+        *(
+            HarnessEvent(
+                thread_id,
+                builders.RUN_ID,
+                sequence,
+                builders.now(),
+                PartDeltaEvent(index=0, delta=TextPartDelta(content_delta=f"{sequence} ")),
+            )
+            for sequence in range(2, 2 + count)
+        ),
+    ]
+
+
+def _positions(run: Run) -> list[int]:
+    return list(TimelineEvent.objects.filter(execution=run.execution).values_list("position", flat=True))
+
+
+def test_a_burst_is_written_in_few_transactions_in_stream_order():
+    run, lease = builders.leased_run()
+    items = _deltas(run, 120)
+    projection = Counting(run)
+
+    async def write() -> int:
+        writer = BatchWriter(projection, lease, max_items=50, max_delay=60)
+        for item in items:
+            await writer.add(item)
+        last = await writer.flush()
+        await writer.close()
+        return last
+
+    assert async_to_sync(write)() == len(items) - 1
+    assert projection.batches == [50, 50, 22]
+    assert list(run.journal.values_list("source_sequence", flat=True)) == list(range(len(items)))
+    assert _positions(run) == list(range(1, len(_positions(run)) + 1))
+    contents = TimelineEvent.objects.filter(run=run, event_type="TEXT_MESSAGE_CONTENT").order_by("position")
+    assert [event.event["delta"] for event in contents][-2:] == ["120 ", "121 "]
+
+
+def test_items_of_a_quiet_stream_are_written_without_waiting_for_more():
+    run, lease = builders.leased_run()
+    items = _deltas(run, 1)
+
+    async def write() -> int:
+        writer = BatchWriter(RunProjection(run), lease, max_items=500, max_delay=0.01)
+        for item in items:
+            await writer.add(item)
+        # No further item, no flush: the timer writes the batch (polled, not timed).
+        for _ in range(500):
+            if await sync_to_async(JournalEntry.objects.filter(run=run).count)() == len(items):
+                break
+            await asyncio.sleep(0.01)
+        await writer.close()
+        return writer.last_index
+
+    assert async_to_sync(write)() == len(items) - 1
+    assert run.journal.count() == len(items)
+
+
+def test_a_failed_write_is_raised_by_the_next_call_and_nothing_more_is_written():
+    run, lease = builders.leased_run()
+    items = _deltas(run, 3)
+    leases.release(lease, "failed")
+
+    async def write() -> None:
+        writer = BatchWriter(RunProjection(run), lease, max_items=2, max_delay=60)
+        with pytest.raises(leases.LeaseLost):
+            for item in items:
+                await writer.add(item)
+        with pytest.raises(leases.LeaseLost):
+            await writer.flush()
+        await writer.close()
+
+    async_to_sync(write)()
+    assert not run.journal.exists() and not TimelineEvent.objects.exists()
