@@ -16,6 +16,8 @@ from runs.models import (
     AgentProfile,
     Checkpoint,
     CheckpointKind,
+    DeferredRequest,
+    DeferredStatus,
     Execution,
     ExecutionStatus,
     ExecutionTrigger,
@@ -150,10 +152,18 @@ def resume_execution(execution: Execution, resume: DeferredToolResume) -> Run:
 
 
 def cancel_execution(execution: Execution) -> None:
-    """Ask for cancellation: the worker cancels the stream at its next heartbeat; a waiting one ends now."""
+    """Ask for cancellation: the worker cancels the stream at its next heartbeat; a waiting one ends now.
+
+    A waiting execution's open requests close with it (expired), so they can no longer be answered and
+    leave the approvals inbox.
+    """
     with transaction.atomic():
         Execution.objects.filter(pk=execution.pk).update(cancel_requested=True)
-        Execution.objects.filter(pk=execution.pk, status=ExecutionStatus.WAITING).update(
+        ended = Execution.objects.filter(pk=execution.pk, status=ExecutionStatus.WAITING).update(
             status=ExecutionStatus.CANCELLED, finished_at=timezone.now()
         )
+        if ended:
+            DeferredRequest.objects.filter(execution_id=execution.pk, status=DeferredStatus.PENDING).update(
+                status=DeferredStatus.EXPIRED
+            )
         publish_execution_status(execution.pk)

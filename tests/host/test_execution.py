@@ -15,6 +15,7 @@ from runs.models import (
     Checkpoint,
     CheckpointKind,
     DeferredRequest,
+    DeferredStatus,
     Execution,
     ExecutionStatus,
     Run,
@@ -23,6 +24,7 @@ from runs.models import (
     Thread,
     TimelineEvent,
     ToolDispatch,
+    Verdict,
 )
 from runs.services import checkpoints, executions, forks, journal, leases, recovery, runner
 from runs.services.codec import decode_item, item_kind
@@ -212,6 +214,32 @@ def test_a_cancel_request_reaches_the_running_worker(demo_thread):
     assert runner.execute_run(run.pk) == "cancelled"
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED and run.execution.status == ExecutionStatus.CANCELLED
+
+
+def test_cancelling_a_waiting_execution_closes_its_open_requests(django_user_model):
+    from django.contrib.auth.models import Permission
+
+    from runs.services.approvals import Answer, SubmissionRejected, submit_decisions
+    from tests.approval_scenarios import suspended_execution
+
+    waiting = suspended_execution()
+    executions.cancel_execution(waiting.execution)
+    waiting.execution.refresh_from_db()
+    assert waiting.execution.status == ExecutionStatus.CANCELLED
+    assert set(waiting.execution.deferred_requests.values_list("status", flat=True)) == {DeferredStatus.EXPIRED}
+    operator = django_user_model.objects.create_user("decider")
+    operator.user_permissions.add(Permission.objects.get(codename="decide_deferred"))
+    answers = [Answer(request.tool_call_id, Verdict.APPROVED) for request in waiting.requests.values()]
+    with pytest.raises(SubmissionRejected) as rejected:
+        submit_decisions(
+            waiting.execution,
+            checkpoint_id=waiting.checkpoint_id,
+            key="after-cancel",
+            answers=answers,
+            user=django_user_model.objects.get(pk=operator.pk),
+        )
+    assert rejected.value.code == "stale"
+    assert list(waiting.execution.runs.values_list("number", flat=True)) == [1]
 
 
 def test_a_tampered_checkpoint_is_refused_and_nothing_is_written(demo_thread):
