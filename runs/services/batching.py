@@ -5,15 +5,17 @@ publication), so a burst of text deltas should cost one transaction, not one eac
 still reach the browser within a few tens of milliseconds when the stream goes quiet. Items therefore
 wait in a batch that is written when it holds `MAX_ITEMS`, when its first item has waited `MAX_DELAY`
 seconds (checked as items arrive, and by a timer when none do), or when the worker asks for it: at a
-checkpoint boundary and at the run's result.
+checkpoint boundary, and at the run's result, which is written in the same transaction as the run's outcome.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
+from django.db import transaction
 
 from runs.harness.events import HarnessStreamEvent
 
@@ -21,6 +23,8 @@ from .leases import Lease
 from .projection import RunProjection
 
 __all__ = ("MAX_DELAY", "MAX_ITEMS", "BatchWriter")
+
+T = TypeVar("T")
 
 MAX_ITEMS = 500
 MAX_DELAY = 0.02
@@ -77,6 +81,31 @@ class BatchWriter:
                     raise
                 self.last_index = entries[-1].index
         return self.last_index
+
+    async def finish(self, last: HarnessStreamEvent[Any], record_outcome: Callable[[int], T]) -> T:
+        """Write the stream's last item and the run's outcome in one transaction.
+
+        A worker that dies between the two would otherwise leave a journal that ends with the result while the
+        run still looks unfinished, and recovery would redo work that already completed.
+        """
+        async with self._lock:
+            self._raise_failure()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            batch, self._pending = [*self._pending, last], []
+
+            def write() -> T:
+                with transaction.atomic():
+                    entries = self._projection.record(batch, lease=self._lease)
+                    self.last_index = entries[-1].index
+                    return record_outcome(self.last_index)
+
+            try:
+                return await sync_to_async(write)()
+            except BaseException as exc:
+                self._failure = exc
+                raise
 
     async def close(self) -> None:
         """Stop the timer; a write it already started is finished (its failure is not raised here)."""

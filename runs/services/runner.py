@@ -200,10 +200,14 @@ async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, c
     cancel.attach(stream.cancel)
     writer = BatchWriter(projection, lease)
 
-    result: HarnessRunResult[Any] | None = None
+    terminal: HarnessRunResultEvent[Any] | None = None
     try:
         async with stream:
             async for item in stream:
+                if isinstance(item, HarnessRunResultEvent):
+                    # Journaled together with the outcome it carries, see BatchWriter.finish.
+                    terminal = item
+                    continue
                 await writer.add(item)
                 boundary = boundary_of(item, stream.run_id)
                 if boundary is not None:
@@ -223,9 +227,6 @@ async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, c
                         if crash_after_boundaries <= 0:
                             raise SimulatedCrash
                     gate.release()
-                elif isinstance(item, HarnessRunResultEvent):
-                    await writer.flush()
-        result = stream.result
     except LeaseLost:
         raise
     except HarnessError as exc:
@@ -235,8 +236,9 @@ async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, c
         message = f"The run stopped on an internal error ({type(exc).__name__})."
         failure = SafeFailure(code="host_error", message=message)
     else:
-        assert result is not None
-        await _db(_record_result)(run, lease, result, writer.last_index)
+        assert terminal is not None, "a stream that ends cleanly delivers its result item"
+        result = terminal.result
+        await writer.finish(terminal, lambda last_index: _record_result(run, lease, result, last_index))
         return result.status
     finally:
         await writer.close()

@@ -387,6 +387,25 @@ def test_closing_a_lane_that_died_inside_a_delegation_ends_the_child_too(demo_th
     assert runner.execute_run(successor.pk) == "completed"
 
 
+def test_a_worker_dying_while_it_records_the_result_leaves_neither_result_nor_outcome(demo_thread, monkeypatch):
+    """The result item and the run's outcome commit together: otherwise a crash between them would leave a lane
+    that ends with RUN_FINISHED for a run still leased and running, and recovery would redo finished work."""
+
+    def crash(*args, **kwargs):
+        raise Crash
+
+    monkeypatch.setattr(runner, "_record_result", crash)
+    run = start(demo_thread, "Please look up REC-42")
+    with pytest.raises(Crash):
+        runner.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING and run.lease_token is not None
+    kinds = list(run.journal.values_list("kind", flat=True))
+    assert kinds and not any(kind.startswith("result.") for kind in kinds)
+    assert not TimelineEvent.objects.filter(run=run, event_type="RUN_FINISHED").exists()
+    assert_contiguous(run.execution)
+
+
 def test_a_stream_that_breaks_off_fails_the_run_and_ends_its_lane(demo_thread, monkeypatch):
     from runs.harness.errors import RunError
 
