@@ -196,8 +196,8 @@ def run(context: Context) -> Report:
         discard(synthetic.thread_id)
     report.notes.append(
         f"Each case writes the last {window} items of a run of the named size (earlier items seeded untimed), "
-        "so the per-item cost is taken at that depth. Subject = the worker's write path replayed (batches of "
-        "runner.BATCH_SIZE, projection, timeline rows, boundary checkpoints, commit, publish to Redis); baseline = "
+        "so the per-item cost is taken at that depth. Subject = the worker's write path replayed (adaptive "
+        "BatchWriter batches, projection, timeline rows, boundary checkpoints, commit, publish to Redis); baseline = "
         "journal rows only, so timeline rows and checkpoints are the host's extra work."
     )
     return report

@@ -146,7 +146,7 @@ def run(context: Context) -> Report:
         )
     report.notes.append(
         f"{CLIENTS} websocket clients (one separate process) on a real daphne; the run's {positions[-1]} events "
-        f"written at {RATE:.0f} items/s through the worker's write path (batches of runner.BATCH_SIZE, boundary "
+        f"written at {RATE:.0f} items/s through the worker's write path (adaptive BatchWriter batches, boundary "
         "checkpoints); commit time from an on-commit hook that runs just before the publication. Each repetition "
         "is one run; the figure is the median over repetitions of that run's percentile. When the writer cannot "
         "keep the pace (see achieved_items_per_s_median in the JSON) it writes as fast as it can."

@@ -1,6 +1,6 @@
 """The worker's write loop, replayed from a cached synthetic run (what `runner._work` does per item).
 
-Items are collected into batches of `runner.BATCH_SIZE`; a batch is written by `RunProjection.record`; at a
+Items go through the worker's `BatchWriter` (adaptive batches); a batch is written by `RunProjection.record`; at a
 checkpoint boundary the batch is flushed and `checkpoints.record` stores the state the stream exported there;
 the result goes through `runner._record_result`. Every write goes through `sync_to_async`, as in the worker.
 `pace` (items per second) spaces the items out like a live run; `committed(first, last, at)` learns when the
@@ -38,49 +38,48 @@ async def write_like_worker(
     from runs.harness.events import HarnessRunResultEvent
     from runs.models import CheckpointKind
     from runs.services import checkpoints, runner
+    from runs.services.batching import BatchWriter
+    from runs.services.publishing import worker_sender
 
     boundaries = {boundary.position: boundary for boundary in synthetic.boundaries}
     db = sync_to_async
-    pending: list[Any] = []
-    first = start
-    last_index = start - 1
 
-    def record(batch: list[Any], first: int, last: int) -> Any:
-        if committed is None:
-            return projection.record(batch, lease=lease)
-        # The mark is registered before `record` registers its publication, so it runs first after commit.
-        with transaction.atomic():
-            transaction.on_commit(lambda: committed(first, last, time.time()))
-            return projection.record(batch, lease=lease)
+    class _Marked:
+        def __init__(self) -> None:
+            self.first = start
 
-    async def flush(position: int) -> None:
-        nonlocal last_index, first
-        if pending:
-            entries = await db(record)(list(pending), first, position)
-            pending.clear()
-            last_index = entries[-1].index
-        first = position + 1
+        def record(self, batch, *, lease):
+            if committed is None:
+                return projection.record(batch, lease=lease)
+            first, last = self.first, self.first + len(batch) - 1
+            self.first = last + 1
+            with transaction.atomic():
+                transaction.on_commit(lambda: committed(first, last, time.time()))
+                return projection.record(batch, lease=lease)
 
-    began = time.monotonic()
-    for position in range(start, synthetic.size):
-        if pace is not None:
-            delay = began + (position - start) / pace - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-        item = synthetic.items[position]
-        pending.append(item)
-        boundary = boundaries.get(position)
-        if boundary is not None:
-            await flush(position)
-            await db(checkpoints.record)(
-                run,
-                boundary.state,
-                lease=lease,
-                kind=CheckpointKind.BOUNDARY,
-                journal_index=last_index,
-                pending=boundary.pending,
-                metadata={"boundary": boundary.boundary},
-            )
-        elif isinstance(item, HarnessRunResultEvent) or len(pending) >= runner.BATCH_SIZE:
-            await flush(position)
-    await db(runner._record_result)(run, lease, synthetic.items[-1].result, last_index)
+    async with worker_sender():
+        writer = BatchWriter(_Marked(), lease)
+        began = time.monotonic()
+        for position in range(start, synthetic.size):
+            if pace is not None:
+                delay = began + (position - start) / pace - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            item = synthetic.items[position]
+            await writer.add(item)
+            boundary = boundaries.get(position)
+            if boundary is not None:
+                last_index = await writer.flush()
+                await db(checkpoints.record)(
+                    run,
+                    boundary.state,
+                    lease=lease,
+                    kind=CheckpointKind.BOUNDARY,
+                    journal_index=last_index,
+                    pending=boundary.pending,
+                    metadata={"boundary": boundary.boundary},
+                )
+            elif isinstance(item, HarnessRunResultEvent):
+                await writer.flush()
+        await writer.close()
+        await db(runner._record_result)(run, lease, synthetic.items[-1].result, writer.last_index)

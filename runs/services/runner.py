@@ -43,7 +43,7 @@ from runs.models import (
 
 from . import checkpoints, leases
 from .agents import build_executable
-from .batching import MAX_ITEMS, BatchWriter
+from .batching import BatchWriter
 from .boundaries import CheckpointBoundaries, boundary_of
 from .codec import decode_resume
 from .leases import Lease, LeaseLost
@@ -55,9 +55,6 @@ from .recovery import close_projection
 __all__ = ("SimulatedCrash", "execute_run")
 
 log = logging.getLogger(__name__)
-
-# The largest batch; bench/writer.py replays the worker's loop with it until it uses `BatchWriter` itself.
-BATCH_SIZE = MAX_ITEMS
 
 _db = sync_to_async
 
