@@ -102,5 +102,8 @@ def test_harness_run_follows_an_execution_on_the_worker(live_stack, fast_recover
     call_command("harness_run", "Please look up REC-42", "--timeout", "90")
     out = capsys.readouterr().out
     assert "tool lookup_record called" in out
+    # Streamed text reads as lines: the run label starts a line, it is not repeated before every delta.
+    assert "[run 1] assistant: " in out
+    assert all(line.count("[run ") <= 1 for line in out.splitlines())
     assert "-- execution completed" in out
     assert Execution.objects.get().status == ExecutionStatus.COMPLETED

@@ -38,12 +38,16 @@ class Command(BaseCommand):
         deadline = time.monotonic() + timeout
         after = 0
         status = execution.status
+        # Streamed deltas continue the current line; the run label starts each new line only.
+        at_line_start = True
         while time.monotonic() < deadline:
             for event in TimelineEvent.objects.filter(execution=execution, position__gt=after).select_related("run"):
                 after = event.position
                 line = describe(event.event)
-                if line is not None:
-                    self.stdout.write(f"[run {event.run.number}] {line}", ending="\n" if line.endswith("\n") else "")
+                if line:
+                    prefix = f"[run {event.run.number}] " if at_line_start else ""
+                    self.stdout.write(f"{prefix}{line}", ending="")
+                    at_line_start = line.endswith("\n")
             execution.refresh_from_db()
             if execution.status != status:
                 status = execution.status
