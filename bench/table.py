@@ -108,9 +108,8 @@ def render(directory: Path) -> str:
         "",
         *_summary(results),
         "",
-        "**Noise warning:** these figures were taken while other work shared the 2 CPUs (see the load average "
-        "below); absolute times are inflated and spreads are wide. Ratios against a baseline are more telling than "
-        "absolute times, and the numbers will be re-taken on a quiet machine.",
+        "**Noise:** the machine is a shared 2-CPU virtual machine; the load average at the start is recorded "
+        "below. Ratios against a baseline measured in the same run are more telling than absolute times.",
         "",
         "## Machine",
         "",
