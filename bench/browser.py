@@ -9,7 +9,7 @@ over CDP (`Runtime.getHeapUsage`) after a forced garbage collection, once everyt
 
 from __future__ import annotations
 
-import os
+from tests.services import CHROMIUM, CHROMIUM_ARGS
 
 from .context import Context
 from .measure import Comparison, Report, Stats, Target
@@ -19,17 +19,6 @@ from .synthetic import SIZES, SyntheticRun, synthetic_run
 __all__ = ("run",)
 
 EVENTS = 20_000
-CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 MARKS = """
 window.__bench = {};
 new MutationObserver(() => {

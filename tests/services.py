@@ -22,6 +22,20 @@ import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 
+CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
+# Debian's Chromium as root, headless, on a machine without outside network: no sandbox, and none of the
+# background connections it would otherwise retry.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
 
 def free_port() -> int:
     with socket.socket() as sock:
