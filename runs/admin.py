@@ -205,8 +205,21 @@ class HostPolicyAdmin(admin.ModelAdmin):
         return False
 
 
+class RecordAdmin(admin.ModelAdmin):
+    """Records that are written once by the Host and only ever read in the admin."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(HostPolicyVersion)
-class HostPolicyVersionAdmin(admin.ModelAdmin):
+class HostPolicyVersionAdmin(RecordAdmin):
     """Versions are immutable: listed and shown, never added, edited or deleted here."""
 
     list_display = ["__str__", "created_at", "created_by", "comment", "tool_recovery", "approval_timeout_seconds"]
@@ -217,29 +230,11 @@ class HostPolicyVersionAdmin(admin.ModelAdmin):
     def changes(self, version: HostPolicyVersion) -> str:
         return version_changes(version)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(Decision)
-class DecisionAdmin(admin.ModelAdmin):
+class DecisionAdmin(RecordAdmin):
     """The record of answers, for staff; answering happens on the execution page."""
 
     list_display = ["decided_at", "decided_by", "verdict", "request", "args_digest"]
     list_filter = ["verdict", "decided_by"]
     readonly_fields = [field.name for field in Decision._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
