@@ -21,7 +21,7 @@ from runs.harness.delegation import inline_delegation_tool
 from runs.harness.events import run_started_event, utc_now
 from runs.harness.scripted import scripted_model
 from runs.harness.subagents import SUBAGENTS_NAMESPACE, RetainedChildren
-from tests.harness.streams import collect
+from tests.harness.streams import call_then_echo, collect
 
 
 def _child_script(messages, info):
@@ -140,12 +140,7 @@ async def test_only_registered_children_can_be_forwarded():
             codes.append(error.code)
         return ",".join(codes)
 
-    def script(messages, info):
-        returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
-        if returns:
-            return ModelResponse(parts=[TextPart(returns[0].content)])
-        return ModelResponse(parts=[ToolCallPart("tamper", {}, "t1")])
-
+    script = call_then_echo("tamper", "t1")
     result = await AgentDefinition(model=scripted_model(script), tools=[tamper]).build().run("go")
     assert result.output == "event_run_mismatch,event_sequence_invalid"
 

@@ -19,7 +19,7 @@ from runs.harness import (
 )
 from runs.harness.events import run_started_event
 from runs.harness.scripted import scripted_model
-from tests.harness.streams import collect
+from tests.harness.streams import call_then_echo, collect
 
 
 def _script(messages, info):
@@ -72,12 +72,7 @@ async def test_capabilities_cannot_announce_a_run_start():
             return error.code
         return "accepted"
 
-    def script(messages, info):
-        returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
-        if returns:
-            return ModelResponse(parts=[TextPart(returns[0].content)])
-        return ModelResponse(parts=[ToolCallPart("impostor", {}, "i1")])
-
+    script = call_then_echo("impostor", "i1")
     result = await AgentDefinition(model=scripted_model(script), tools=[impostor]).build().run("go")
     assert result.output == "event_invalid"
 
