@@ -29,6 +29,8 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
+from playwright.sync_api import expect
+
 from observers.agui.fragments import fragment_custom_event
 from tests.web import seed
 from tests.web.timeline_page import dom_positions, screenshot, wait_until_drawn
@@ -316,10 +318,13 @@ def test_an_oversized_custom_event_is_shown_reassembled_from_its_fragments(opera
     seed.append_events(run, [RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id), *fragments])
     open_execution(operator_page, live_stack.base_url, execution)
     group = operator_page.locator(".item-group")
-    assert group.locator("summary").inner_text() == f"{len(fragments)} events: a13n.harness.context"
+    expect(group.locator("summary")).to_have_text(f"{len(fragments)} events: a13n.harness.context")
     group.locator("summary").click()
+    # The rows are drawn by the <details> toggle handler, which fires after the click returns.
     rows = group.locator(".group-row")
-    assert rows.count() == 1
-    assert rows.locator(".mono").inner_text() == f"a13n.harness.context (reassembled from {len(fragments)} fragments)"
+    expect(rows).to_have_count(1)
+    expect(rows.locator(".mono")).to_have_text(
+        f"a13n.harness.context (reassembled from {len(fragments)} fragments)"
+    )
     assert json.loads(rows.locator("pre").inner_text()) == big.value
     assert dom_positions(operator_page) == list(range(1, len(fragments) + 2))
