@@ -148,49 +148,56 @@ def submit_decisions(
 
 
 def expire_overdue_requests(now: datetime | None = None) -> int:
-    """Answer every set whose requests passed `expires_at` with denials only; returns the sets expired.
-
-    Called by the recovery sweep. The whole set of a checkpoint expires together (answers are always
-    complete sets), is recorded as a submission by nobody with verdict "expired", and resumes the run so
-    the model learns the calls were refused.
-    """
+    """Answer every set whose requests passed `expires_at` with denials only; returns the sets expired."""
     now = now or timezone.now()
+    return sum(expire_request_set(execution_id, checkpoint_id) for execution_id, checkpoint_id in overdue_sets(now))
+
+
+def overdue_sets(now: datetime) -> list[tuple[int, int | None]]:
+    """(execution pk, checkpoint pk) of every request set with a pending request past its expiry."""
     overdue = (
         DeferredRequest.objects.filter(status=DeferredStatus.PENDING, expires_at__lte=now)
         .values_list("execution_id", "checkpoint_id")
         .distinct()
     )
-    expired = 0
-    for execution_id, checkpoint_id in list(overdue):
-        with transaction.atomic():
-            execution = Execution.objects.select_for_update().select_related("thread").get(pk=execution_id)
-            requests = pending_requests(execution)
-            if (
-                execution.status != ExecutionStatus.WAITING
-                or execution.thread.selected_checkpoint_id != checkpoint_id
-                or not requests
-            ):
-                # Superseded (a fork or a newer run moved the thread): nothing left to answer here.
-                DeferredRequest.objects.filter(
-                    execution_id=execution_id, checkpoint_id=checkpoint_id, status=DeferredStatus.PENDING
-                ).update(status=DeferredStatus.EXPIRED)
-                continue
-            answers = [Answer(r.tool_call_id, Verdict.EXPIRED, message=EXPIRY_MESSAGE) for r in requests]
-            try:
-                _record(
-                    execution,
-                    requests,
-                    answers,
-                    key=f"expiry-{execution_id}-{checkpoint_id}",
-                    user=None,
-                    request_status=DeferredStatus.EXPIRED,
-                )
-            except SubmissionRejected as exc:
-                # One broken set must not stop the sweep from expiring the others; it is retried next pass.
-                log.warning("cannot expire the requests of execution %s: %s", execution_id, exc.message)
-                continue
-            expired += 1
-    return expired
+    return list(overdue)
+
+
+def expire_request_set(execution_id: int, checkpoint_id: int | None) -> bool:
+    """Answer one overdue set with denials only; False if it was superseded or cannot be answered.
+
+    Called by the recovery sweep. The whole set of a checkpoint expires together (answers are always
+    complete sets), is recorded as a submission by nobody with verdict "expired", and resumes the run so
+    the model learns the calls were refused.
+    """
+    with transaction.atomic():
+        execution = Execution.objects.select_for_update().select_related("thread").get(pk=execution_id)
+        requests = pending_requests(execution)
+        if (
+            execution.status != ExecutionStatus.WAITING
+            or execution.thread.selected_checkpoint_id != checkpoint_id
+            or not requests
+        ):
+            # Superseded (a fork or a newer run moved the thread): nothing left to answer here.
+            DeferredRequest.objects.filter(
+                execution_id=execution_id, checkpoint_id=checkpoint_id, status=DeferredStatus.PENDING
+            ).update(status=DeferredStatus.EXPIRED)
+            return False
+        answers = [Answer(r.tool_call_id, Verdict.EXPIRED, message=EXPIRY_MESSAGE) for r in requests]
+        try:
+            _record(
+                execution,
+                requests,
+                answers,
+                key=f"expiry-{execution_id}-{checkpoint_id}",
+                user=None,
+                request_status=DeferredStatus.EXPIRED,
+            )
+        except SubmissionRejected as exc:
+            # One broken set must not stop the sweep from expiring the others; it is retried next pass.
+            log.warning("cannot expire the requests of execution %s: %s", execution_id, exc.message)
+            return False
+    return True
 
 
 def _accept(

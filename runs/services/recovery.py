@@ -13,7 +13,8 @@ whose RQ job was lost with its worker are enqueued again (taking the lease is id
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,6 +26,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
+from rq import Queue
 from rq.job import JobStatus
 
 from observers.agui import HarnessAguiStreamObserver
@@ -50,11 +52,13 @@ from runs.models import (
 )
 
 from . import checkpoints, journal
+from .approvals import expire_request_set, overdue_sets
 from .codec import decode_resume
 from .executions import enqueue_run, job_id, new_run
 from .policy import redaction_processor
 from .projection import RunProjection, store_events
 from .publishing import publish_execution_status
+from .sweep_failures import give_up, is_transient
 
 __all__ = ("SweepReport", "close_projection", "sweep")
 
@@ -74,31 +78,51 @@ class SweepReport:
     failed: int = 0
     requeued: int = 0
     expired_requests: int = 0
+    given_up: int = 0
 
     def __str__(self) -> str:
         return ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in vars(self).items())
 
 
-def sweep(*, now: datetime | None = None) -> SweepReport:
-    """One pass over every run and execution that needs the sweeper; safe to run concurrently and repeatedly."""
-    from .approvals import expire_overdue_requests
+@contextmanager
+def _guard(report: SweepReport, *, execution_pk: int, run_pk: int | None, step: str) -> Iterator[None]:
+    """Sweep one row: if it fails for a reason of its own, fail that row and go on with the next one."""
+    try:
+        yield
+    except Exception as error:
+        if is_transient(error):
+            raise
+        give_up(execution_pk=execution_pk, run_pk=run_pk, step=step, error=error)
+        report.given_up += 1
 
+
+def sweep(*, now: datetime | None = None) -> SweepReport:
+    """One pass over every run and execution that needs the sweeper; safe to run concurrently and repeatedly.
+
+    Each row is handled in its own guard (see `sweep_failures`); an outage of the database or Redis ends
+    the pass with its exception.
+    """
     now = now or timezone.now()
-    report = SweepReport(expired_requests=expire_overdue_requests(now))
+    report = SweepReport()
+    for execution_pk, checkpoint_pk in overdue_sets(now):
+        with _guard(report, execution_pk=execution_pk, run_pk=None, step="expire its overdue approval requests"):
+            report.expired_requests += expire_request_set(execution_pk, checkpoint_pk)
     for run in Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now):
-        if abandon(run, now=now):
-            report.abandoned += 1
+        with _guard(report, execution_pk=run.execution_id, run_pk=run.pk, step="take the expired lease away"):
+            report.abandoned += abandon(run, now=now)
     lanes = TimelineEvent.objects.filter(run=OuterRef("pk"), subagent_run_id="", event_type__in=_TERMINAL_EVENTS)
     for run in Run.objects.filter(status=RunStatus.ABANDONED).exclude(run_id=None).exclude(Exists(lanes)):
-        if close_projection(run):
-            report.closed += 1
+        with _guard(report, execution_pk=run.execution_id, run_pk=run.pk, step="close the dead run's lane"):
+            report.closed += close_projection(run)
     for execution in Execution.objects.filter(status=ExecutionStatus.RECOVERING):
-        outcome = continue_execution(execution, now=now)
-        if outcome == "recovered":
-            report.recovered += 1
-        elif outcome == "failed":
-            report.failed += 1
-    report.requeued = requeue_lost_runs(now=now)
+        with _guard(report, execution_pk=execution.pk, run_pk=None, step="start a recovery run"):
+            outcome = continue_execution(execution, now=now)
+            report.recovered += outcome == "recovered"
+            report.failed += outcome == "failed"
+    queue = django_rq.get_queue("default")
+    for run in Run.objects.filter(status=RunStatus.QUEUED).select_related("policy_version"):
+        with _guard(report, execution_pk=run.execution_id, run_pk=run.pk, step="enqueue the queued run again"):
+            report.requeued += requeue_if_lost(queue, run, now=now)
     return report
 
 
@@ -264,21 +288,17 @@ def continue_execution(execution: Execution, *, now: datetime) -> str | None:
     return "recovered"
 
 
-def requeue_lost_runs(*, now: datetime) -> int:
-    """Enqueue again queued runs whose job is gone or stuck (its worker died before taking the lease).
+def requeue_if_lost(queue: Queue, run: Run, *, now: datetime) -> bool:
+    """Enqueue a queued run again if its job is gone or stuck (its worker died before taking the lease).
 
     A job that is still started may just be slow to take the lease; enqueueing it again is harmless because
     only one job can take a queued run's lease.
     """
-    queue = django_rq.get_queue("default")
-    requeued = 0
-    for run in Run.objects.filter(status=RunStatus.QUEUED).select_related("policy_version"):
-        if run.created_at > now - timedelta(seconds=run.policy_version.lease_seconds):
-            continue
-        job = queue.fetch_job(job_id(run.pk))
-        if job is not None and job.get_status(refresh=False) in (JobStatus.QUEUED, JobStatus.SCHEDULED):
-            continue
-        with transaction.atomic():
-            enqueue_run(run)
-        requeued += 1
-    return requeued
+    if run.created_at > now - timedelta(seconds=run.policy_version.lease_seconds):
+        return False
+    job = queue.fetch_job(job_id(run.pk))
+    if job is not None and job.get_status(refresh=False) in (JobStatus.QUEUED, JobStatus.SCHEDULED):
+        return False
+    with transaction.atomic():
+        enqueue_run(run)
+    return True

@@ -28,7 +28,6 @@ from ag_ui.core import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-
 from playwright.sync_api import expect
 
 from observers.agui.fragments import fragment_custom_event
@@ -323,8 +322,6 @@ def test_an_oversized_custom_event_is_shown_reassembled_from_its_fragments(opera
     # The rows are drawn by the <details> toggle handler, which fires after the click returns.
     rows = group.locator(".group-row")
     expect(rows).to_have_count(1)
-    expect(rows.locator(".mono")).to_have_text(
-        f"a13n.harness.context (reassembled from {len(fragments)} fragments)"
-    )
+    expect(rows.locator(".mono")).to_have_text(f"a13n.harness.context (reassembled from {len(fragments)} fragments)")
     assert json.loads(rows.locator("pre").inner_text()) == big.value
     assert dom_positions(operator_page) == list(range(1, len(fragments) + 2))

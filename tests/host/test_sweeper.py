@@ -1,0 +1,119 @@
+"""The recovery sweeper keeps going: a bad row is failed with a clear code and skipped, an outage ends one pass."""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+
+import pytest
+import redis
+from django.core.management import call_command
+from django.utils import timezone
+
+from runs.models import Execution, ExecutionStatus, HostPolicyVersion, Run, RunStatus, TimelineEvent
+from runs.services import recovery, runner
+from runs.services.sweep_failures import SWEEP_FAILED
+from tests.host import builders
+from tests.host.test_execution import DEMO_TOOLS, Crash, crash_at_model_request, expire_leases
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _no_backoff(settings):
+    settings.HARNESS_RECOVERY_BACKOFF_SECONDS = 0
+
+
+def crashed_run(monkeypatch) -> Run:
+    """A run whose worker died after its first model request, with an open lane and an expired lease."""
+    run = builders.queued_run("look up REC-42", on=builders.thread(model="demo", tools=DEMO_TOOLS))
+    crash_at_model_request(monkeypatch, 2)
+    with pytest.raises(Crash):
+        runner.execute_run(run.pk)
+    monkeypatch.undo()
+    expire_leases()
+    return run
+
+
+def old_queued_run_with_lease_seconds(seconds: int) -> Run:
+    """A queued run whose job was lost long ago, frozen on a policy version with `lease_seconds`."""
+    builders.configure_policy(max_attempts=3)
+    run = builders.queued_run("hello")
+    HostPolicyVersion.objects.filter(pk=run.policy_version_id).update(lease_seconds=seconds)
+    Run.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(days=1))
+    return Run.objects.get(pk=run.pk)
+
+
+def test_an_out_of_range_lease_fails_its_own_run_and_the_sweep_goes_on(monkeypatch):
+    crashed = crashed_run(monkeypatch)
+    # 10**15 s is beyond what a timedelta holds: computing the run's deadline raised OverflowError.
+    bad = old_queued_run_with_lease_seconds(10**15)
+
+    report = recovery.sweep()
+
+    assert (report.abandoned, report.closed, report.recovered, report.given_up) == (1, 1, 1, 1)
+    assert Run.objects.filter(previous_run=crashed, status=RunStatus.QUEUED).exists()
+    bad.refresh_from_db()
+    execution = Execution.objects.get(pk=bad.execution_id)
+    assert (bad.status, bad.failure_code) == (RunStatus.FAILED, SWEEP_FAILED)
+    assert (execution.status, execution.failure_code) == (ExecutionStatus.FAILED, SWEEP_FAILED)
+    assert "OverflowError" in execution.failure_message
+    # The failed row is no longer the sweeper's: the next pass has nothing to give up.
+    assert recovery.sweep().given_up == 0
+
+
+def test_a_row_that_fails_mid_sweep_ends_its_open_lane(monkeypatch):
+    bad, good = crashed_run(monkeypatch), crashed_run(monkeypatch)
+    real_abandon = recovery.abandon
+
+    def abandon(run, *, now):
+        if run.pk == bad.pk:
+            raise ValueError("undecodable lease")
+        return real_abandon(run, now=now)
+
+    monkeypatch.setattr(recovery, "abandon", abandon)
+    report = recovery.sweep()
+
+    assert (report.abandoned, report.given_up) == (1, 1)
+    bad.refresh_from_db()
+    assert (bad.status, bad.failure_code, bad.lease_token) == (RunStatus.FAILED, SWEEP_FAILED, None)
+    last = TimelineEvent.objects.filter(run=bad).order_by("-position").first()
+    assert (last.event_type, last.event["code"]) == ("RUN_ERROR", SWEEP_FAILED)
+    good.refresh_from_db()
+    assert good.status == RunStatus.ABANDONED
+
+
+def test_an_outage_ends_the_pass_and_fails_nothing(monkeypatch):
+    queued = old_queued_run_with_lease_seconds(30)
+
+    def unreachable(queue, run, *, now):
+        raise redis.ConnectionError("Redis is restarting")
+
+    monkeypatch.setattr(recovery, "requeue_if_lost", unreachable)
+    with pytest.raises(redis.ConnectionError):
+        recovery.sweep()
+    queued.refresh_from_db()
+    assert queued.status == RunStatus.QUEUED and queued.failure_code == ""
+
+
+def test_the_sweeper_loop_survives_a_failed_pass(monkeypatch):
+    passes = iter([redis.ConnectionError("Redis is restarting"), recovery.SweepReport(abandoned=1)])
+
+    def sweep():
+        outcome = next(passes)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def sleep(seconds):
+        if next(iter_sleeps) >= 1:
+            raise KeyboardInterrupt
+
+    iter_sleeps = iter(range(2))
+    monkeypatch.setattr(recovery, "sweep", sweep)
+    monkeypatch.setattr("runs.management.commands.harness_recover.time.sleep", sleep)
+    out, err = io.StringIO(), io.StringIO()
+    call_command("harness_recover", loop=0.01, stdout=out, stderr=err)
+    assert "Redis is restarting" in err.getvalue()
+    assert "abandoned 1" in out.getvalue()
+    assert "sweeper stopped" in out.getvalue()
