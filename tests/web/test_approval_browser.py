@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from playwright.sync_api import expect
 
 from runs.models import (
     Decision,
@@ -65,22 +66,22 @@ def test_an_operator_edits_one_call_denies_another_and_the_execution_resumes_liv
     second_tab.goto(url)
 
     lookup, search = row(page, "lookup_record"), row(page, "search_records")
-    assert "Records are private." in lookup.locator(".reason").inner_text()
+    expect(lookup.locator(".reason")).to_contain_text("Records are private.")
     lookup.locator("input[value=edit]").check()
     lookup.locator("textarea").fill(json.dumps({"record_id": 7}))
     search.locator("input[value=deny]").check()
     search.locator("input[type=text]").fill("No searching today.")
     page.click("button.submit-decisions")
     # The browser checks the tool's JSON schema before anything is sent.
-    assert "record_id: expected string" in lookup.locator(".row-error").inner_text()
+    expect(lookup.locator(".row-error")).to_contain_text("record_id: expected string")
     assert not DecisionSubmission.objects.exists()
 
     lookup.locator("textarea").fill(json.dumps({"record_id": "REC-7"}))
     page.dblclick("button.submit-decisions")
 
-    page.wait_for_selector(".approval-done", timeout=60_000)
-    page.wait_for_selector('#execution-status:text-is("completed")', timeout=60_000)
-    assert page.locator(".lane-head").count() == 2
+    expect(page.locator(".approval-done")).to_be_visible(timeout=60_000)
+    expect(page.locator("#execution-status")).to_have_text("completed", timeout=60_000)
+    expect(page.locator(".lane-head")).to_have_count(2)
     assert page.url == url, "the page was never reloaded"
     assert DecisionSubmission.objects.count() == 1
     decisions = {d.request.tool_name: d for d in Decision.objects.select_related("request", "decided_by")}
@@ -95,9 +96,7 @@ def test_an_operator_edits_one_call_denies_another_and_the_execution_resumes_liv
     row(second_tab, "lookup_record").locator("input[value=approve]").check()
     row(second_tab, "search_records").locator("input[value=approve]").check()
     second_tab.click("button.submit-decisions")
-    error = second_tab.locator(".approval-error")
-    error.wait_for(timeout=60_000)
-    assert "superseded" in error.inner_text()
+    expect(second_tab.locator(".approval-error")).to_contain_text("superseded", timeout=60_000)
     assert DecisionSubmission.objects.count() == 1
 
 
@@ -109,8 +108,8 @@ def test_a_user_without_the_permission_sees_the_requests_but_cannot_submit(
     log_in(page, live_stack.base_url, "watcher", "watcher-password-1")
     page.goto(f"{live_stack.base_url}/executions/{execution.pk}/")
 
-    assert "Read-only" in page.locator(".approval-set").inner_text()
-    assert page.locator("#approval-form").count() == 0
+    expect(page.locator(".approval-set")).to_contain_text("Read-only")
+    expect(page.locator("#approval-form")).to_have_count(0)
     status = page.evaluate(
         """async (url) => {
             const token = document.cookie.split('; ').find((c) => c.startsWith('csrftoken=')).split('=')[1];
@@ -144,7 +143,7 @@ def test_editing_the_policy_in_admin_makes_the_next_run_suspend_on_that_tool(
     page.fill("textarea[name=approval_rules]", json.dumps([{"tool": "lookup_record", "reason": "Admin says ask."}]))
     page.fill("textarea[name=comment]", "lookups need a human")
     page.click("input[name=_save]")
-    page.wait_for_selector(".messagelist .success")
+    expect(page.locator(".messagelist .success")).to_be_visible()
 
     after = executions.start_execution(demo_thread, "look up REC-5")
     wait_for_status(after, ExecutionStatus.WAITING)
@@ -153,7 +152,7 @@ def test_editing_the_policy_in_admin_makes_the_next_run_suspend_on_that_tool(
     assert (request.tool_name, request.reason) == ("lookup_record", "Admin says ask.")
     assert after.policy_version.created_by.username == "boss"
     page.goto(f"{live_stack.base_url}/admin/runs/hostpolicy/{after.policy_version.policy_id}/change/")
-    assert "lookups need a human" in page.locator(".inline-group").inner_text()
+    expect(page.locator(".inline-group")).to_contain_text("lookups need a human")
 
 
 def test_the_form_appears_live_when_the_open_execution_suspends(live_stack, operator_user, page):
@@ -161,12 +160,13 @@ def test_the_form_appears_live_when_the_open_execution_suspends(live_stack, oper
     execution = executions.start_execution(thread, "slow 15 then deploy")
     log_in(page, live_stack.base_url, "op", "op-password-1")
     page.goto(f"{live_stack.base_url}/executions/{execution.pk}/")
-    page.wait_for_selector('#connection[data-state="live"]', timeout=60_000)
-    assert page.locator("#approval-form").count() == 0, "the run has not suspended yet"
+    expect(page.locator("#connection")).to_have_attribute("data-state", "live", timeout=60_000)
+    # The run is still in its slow step: no form until it suspends.
+    expect(page.locator("#approval-form")).to_have_count(0)
 
-    page.wait_for_selector("#approval-form", timeout=90_000)
+    expect(page.locator("#approval-form")).to_be_visible(timeout=90_000)
     row(page, "deploy_release").locator("input[value=approve]").check()
     page.click("button.submit-decisions")
 
-    page.wait_for_selector('#execution-status:text-is("completed")', timeout=60_000)
+    expect(page.locator("#execution-status")).to_have_text("completed", timeout=60_000)
     assert ToolDispatch.objects.filter(tool_name="deploy_release").count() == 1

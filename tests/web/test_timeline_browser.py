@@ -7,6 +7,7 @@ nested child lanes, escaping, permalinks and large executions.
 from __future__ import annotations
 
 import json
+import re
 
 from ag_ui.core import (
     CustomEvent,
@@ -95,10 +96,10 @@ def test_a_recovery_run_is_a_second_lane_beside_the_first(operator_page, live_st
     execution, first, _ = crashed_and_recovered_execution()
     open_execution(operator_page, live_stack.base_url, execution)
     heads = operator_page.locator(".lane-head")
-    assert heads.count() == 2
-    assert heads.nth(0).locator(".lane-run").inner_text() == first.run_id
-    assert heads.nth(1).locator(".lane-reason").inner_text().lower() == "recovery"
-    assert heads.nth(0).locator(".lane-status").inner_text() == "abandoned"
+    expect(heads).to_have_count(2)
+    expect(heads.nth(0).locator(".lane-run")).to_have_text(first.run_id)
+    expect(heads.nth(1).locator(".lane-reason")).to_have_text(re.compile("recovery", re.IGNORECASE))
+    expect(heads.nth(0).locator(".lane-status")).to_have_text("abandoned")
 
     first_lane_item = operator_page.locator("#pos-1").bounding_box()
     second_lane_item = operator_page.locator("#pos-12").bounding_box()
@@ -108,14 +109,15 @@ def test_a_recovery_run_is_a_second_lane_beside_the_first(operator_page, live_st
     assert second_lane_item["y"] > last_of_first["y"]
 
     # Deltas fold into one message; reasoning is collapsed; CUSTOM events fold into one group.
-    assert operator_page.locator(".item-message").count() == 2
-    assert operator_page.locator(".item-message").nth(1).locator(".message-text").inner_text() == (
+    expect(operator_page.locator(".item-message")).to_have_count(2)
+    expect(operator_page.locator(".item-message").nth(1).locator(".message-text")).to_have_text(
         "Record REC-7 is active."
     )
-    assert not operator_page.locator("details.reasoning").evaluate("d => d.open")
-    assert operator_page.locator(".item-group summary").inner_text().startswith("2 events")
-    assert '"id": "REC-7"' in operator_page.locator(".item-tool .tool-result pre").inner_text()
-    assert "in 120" in operator_page.locator(".item-finished .usage").inner_text()
+    expect(operator_page.locator("details.reasoning")).to_have_count(1)
+    expect(operator_page.locator("details.reasoning[open]")).to_have_count(0)
+    expect(operator_page.locator(".item-group summary")).to_have_text(re.compile(r"^2 events"))
+    expect(operator_page.locator(".item-tool .tool-result pre")).to_contain_text('"id": "REC-7"')
+    expect(operator_page.locator(".item-finished .usage")).to_contain_text("in 120")
     assert dom_positions(operator_page) == list(range(1, 21))
     screenshot(operator_page, "side-by-side-lanes.png")
 
@@ -141,13 +143,13 @@ def test_a_child_run_is_a_nested_lane_under_its_tool_call(operator_page, live_st
     )
     open_execution(operator_page, live_stack.base_url, execution)
     nested = operator_page.locator(".item-tool .tool-children .item-subagent")
-    assert nested.count() == 1
-    assert child in nested.locator(".item-extra").first.inner_text()
-    assert nested.locator(".badge").first.inner_text() == "completed"
-    assert nested.locator(".item-message .message-text").inner_text() == "Child found REC-9."
+    expect(nested).to_have_count(1)
+    expect(nested.locator(".item-extra").first).to_contain_text(child)
+    expect(nested.locator(".badge").first).to_have_text("completed")
+    expect(nested.locator(".item-message .message-text")).to_have_text("Child found REC-9.")
     # The child's message is not in the parent's own column.
-    assert operator_page.locator("#timeline > .item-message").count() == 0
-    assert "model provider unavailable" in operator_page.locator(".item-error").inner_text()
+    expect(operator_page.locator("#timeline > .item-message")).to_have_count(0)
+    expect(operator_page.locator(".item-error")).to_contain_text("model provider unavailable")
     screenshot(operator_page, "nested-child-lane.png")
 
 
@@ -169,10 +171,11 @@ def test_model_and_tool_text_is_shown_as_text_never_as_html(operator_page, live_
     )
     open_execution(operator_page, live_stack.base_url, execution)
     operator_page.locator(".item-group summary").click()
-    assert operator_page.locator(".item-tool .tool-result pre").inner_text() == payload
-    assert operator_page.locator(".item-message .message-text").inner_text() == payload
-    assert operator_page.locator(".item-tool .item-label").inner_text() == "tool <b>tool</b>"
-    assert operator_page.locator("#timeline script, #timeline img, #timeline b, #timeline i").count() == 0
+    expect(operator_page.locator(".item-group .group-row pre")).to_contain_text("<script>")
+    expect(operator_page.locator(".item-tool .tool-result pre")).to_have_text(payload)
+    expect(operator_page.locator(".item-message .message-text")).to_have_text(payload)
+    expect(operator_page.locator(".item-tool .item-label")).to_have_text("tool <b>tool</b>")
+    expect(operator_page.locator("#timeline script, #timeline img, #timeline b, #timeline i")).to_have_count(0)
     assert operator_page.evaluate("() => window.__pwned") is None
 
 
@@ -186,19 +189,19 @@ def test_a_permalink_scrolls_to_its_event_and_highlights_it(operator_page, live_
     # Position 153 is the TOOL_CALL_ARGS of call-50: its item is that tool call's card.
     open_execution(operator_page, live_stack.base_url, execution, "#pos-153")
     highlighted = operator_page.locator(".highlight")
-    assert highlighted.count() == 1
-    assert highlighted.get_attribute("id") == "pos-152"
-    assert "call-50" in highlighted.locator(".item-extra").inner_text()
-    assert highlighted.is_visible()
+    expect(highlighted).to_have_count(1)
+    expect(highlighted).to_have_id("pos-152")
+    expect(highlighted.locator(".item-extra")).to_contain_text("call-50")
+    expect(highlighted).to_be_visible()
     operator_page.wait_for_function(
         "() => { const r = document.querySelector('.highlight').getBoundingClientRect();"
         " return r.top >= 0 && r.bottom <= window.innerHeight; }"
     )
     # The raw view of an event links back to this permalink.
     operator_page.goto(f"{live_stack.base_url}/executions/{execution.pk}/events/153/")
-    assert "TOOL_CALL_ARGS" in operator_page.locator("pre.raw-event").inner_text()
+    expect(operator_page.locator("pre.raw-event")).to_contain_text("TOOL_CALL_ARGS")
     operator_page.click("text=Show in timeline")
-    operator_page.wait_for_selector(".highlight#pos-152")
+    expect(operator_page.locator(".highlight")).to_have_id("pos-152")
 
 
 def large_execution(target_events: int = 20_000):
@@ -235,16 +238,15 @@ def test_a_twenty_thousand_event_execution_opens_and_scrolls(operator_page, live
     assert items < 3_000
     operator_page.mouse.wheel(0, 200_000)
     operator_page.locator(".item-finished").scroll_into_view_if_needed()
-    assert operator_page.locator(".item-finished").is_visible()
+    expect(operator_page.locator(".item-finished")).to_be_in_viewport()
     # A permalink deep in the run, opened fresh, lands on its event once the replay reaches it.
     operator_page.goto(f"{live_stack.base_url}/threads/{execution.thread_id}/")
     operator_page.goto(f"{live_stack.base_url}/executions/{execution.pk}/#pos-19000")
-    operator_page.wait_for_selector(".highlight", timeout=120_000)
     # 19000 is a harness CUSTOM event: its collapsed group opens and the row itself is highlighted.
     highlighted = operator_page.locator(".highlight")
-    assert highlighted.get_attribute("data-pos") == "19000"
-    assert "a13n.harness.lifecycle" in highlighted.inner_text()
-    assert highlighted.is_visible()
+    expect(highlighted).to_have_attribute("data-pos", "19000", timeout=120_000)
+    expect(highlighted).to_contain_text("a13n.harness.lifecycle")
+    expect(highlighted).to_be_visible()
 
 
 def test_interrupts_cancellations_and_other_events_have_their_own_cards(operator_page, live_stack):
@@ -278,16 +280,18 @@ def test_interrupts_cancellations_and_other_events_have_their_own_cards(operator
     )
     open_execution(operator_page, live_stack.base_url, execution)
     card = operator_page.locator(".item-interrupt .interrupt-card")
-    assert card.locator(".interrupt-title").inner_text() == "waiting for approval: deploy_release"
-    assert '"version": "1.4.2"' in card.locator("pre").inner_text()
+    expect(card.locator(".interrupt-title")).to_have_text("waiting for approval: deploy_release")
+    expect(card.locator("pre")).to_contain_text('"version": "1.4.2"')
     # No pending request is stored for this seeded run, so the card points to the approvals inbox.
-    assert card.locator("a.interrupt-link").get_attribute("href") == "/approvals/"
-    assert operator_page.locator(".lane-head").nth(1).locator(".lane-reason").inner_text().lower() == "resume"
-    assert operator_page.locator(".item-cancelled .item-label").inner_text() == "run cancelled"
+    expect(card.locator("a.interrupt-link")).to_have_attribute("href", "/approvals/")
+    expect(operator_page.locator(".lane-head").nth(1).locator(".lane-reason")).to_have_text(
+        re.compile("resume", re.IGNORECASE)
+    )
+    expect(operator_page.locator(".item-cancelled .item-label")).to_have_text("run cancelled")
     generic = operator_page.locator(".item-generic")
-    assert generic.locator(".item-label").inner_text() == "STEP_STARTED"
-    assert "an event this page has no card for" in generic.locator("pre").inner_text()
-    assert operator_page.locator("#execution-status").inner_text() == "cancelled"
+    expect(generic.locator(".item-label")).to_have_text("STEP_STARTED")
+    expect(generic.locator("pre")).to_contain_text("an event this page has no card for")
+    expect(operator_page.locator("#execution-status")).to_have_text("cancelled")
 
 
 def test_a_cursor_the_server_rejects_makes_the_page_start_over(operator_page, live_stack):
@@ -301,10 +305,10 @@ def test_a_cursor_the_server_rejects_makes_the_page_start_over(operator_page, li
     live_stack.restart_daphne()
     operator_page.wait_for_function("() => window.harnessTimeline.subscriptions.length === 3")
     wait_until_drawn(operator_page, execution)
-    operator_page.wait_for_selector('#connection[data-state="live"]')
+    expect(operator_page.locator("#connection")).to_have_attribute("data-state", "live")
     assert operator_page.evaluate("() => window.harnessTimeline.subscriptions") == [None, 9, None]
     assert dom_positions(operator_page) == [1, 2, 3, 4, 5]
-    assert operator_page.locator(".item-message .message-text").inner_text() == "one two three "
+    expect(operator_page.locator(".item-message .message-text")).to_have_text("one two three ")
 
 
 def test_an_oversized_custom_event_is_shown_reassembled_from_its_fragments(operator_page, live_stack):
