@@ -57,6 +57,7 @@ async def write_like_worker(
                 transaction.on_commit(lambda: committed(first, last, time.time()))
                 return projection.record(batch, lease=lease)
 
+    chain = checkpoints.CheckpointChain()
     async with worker_sender():
         writer = BatchWriter(_Marked(), lease)
         began = time.monotonic()
@@ -78,8 +79,9 @@ async def write_like_worker(
                     journal_index=last_index,
                     pending=boundary.pending,
                     metadata={"boundary": boundary.boundary},
+                    chain=chain,
                 )
             elif isinstance(item, HarnessRunResultEvent):
                 await writer.flush()
         await writer.close()
-        await db(runner._record_result)(run, lease, synthetic.items[-1].result, writer.last_index)
+        await db(runner._record_result)(run, lease, synthetic.items[-1].result, writer.last_index, chain)

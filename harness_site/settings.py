@@ -1,7 +1,7 @@
 """Settings for Harness Host, read from the environment with safe embedded defaults.
 
 SQLite, a local Redis on port 6390 and the offline demo model need no configuration; ``DATABASE_URL``,
-``REDIS_URL``, ``SECRET_KEY``, ``DEBUG`` and ``ALLOWED_HOSTS`` override them for real deployments.
+``REDIS_URL``, ``SECRET_KEY``, ``CHECKPOINT_KEY``, ``DEBUG`` and ``ALLOWED_HOSTS`` override them for real deployments.
 """
 
 import os
@@ -34,6 +34,9 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+# The key of the checkpoints' HMAC digests, so an edit of the database cannot forge a state to continue from.
+# By default the secret key (salted for this use); changing either makes every stored checkpoint refuse to load.
+CHECKPOINT_KEY = os.environ.get("CHECKPOINT_KEY") or SECRET_KEY
 DEBUG = _env_flag("DEBUG")
 ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]

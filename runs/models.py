@@ -7,8 +7,6 @@ an execution at most one leased run.
 
 from __future__ import annotations
 
-import hashlib
-
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -289,18 +287,23 @@ class CheckpointKind(models.TextChoices):
     FORK = "fork"
 
 
-def state_digest(state_json: str) -> str:
-    return hashlib.sha256(state_json.encode()).hexdigest()
-
-
 class Checkpoint(models.Model):
-    """A stored HarnessState with the digest that proves it was not altered since."""
+    """A stored HarnessState, whole (a base) or as the history added since its parent (a delta).
+
+    A base holds the whole state JSON in `state_json`. A delta holds the state without its message history in
+    `state_json` and the messages appended since `parent` in `history_delta`; `base` names its chain's base so
+    the chain is read in one query. The HMAC `digest` covers the row's content and its parent's digest, so an
+    edit anywhere in a chain is detected (see `runs.services.checkpoints`).
+    """
 
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoints")
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="checkpoints")
     kind = models.CharField(max_length=24, choices=CheckpointKind.choices)
     journal_index = models.IntegerField(null=True, blank=True)
     state_json = models.TextField()
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    base = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    history_delta = models.TextField(blank=True)
     digest = models.CharField(max_length=64)
     pending_deferred_input = models.JSONField(null=True, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
@@ -308,9 +311,20 @@ class Checkpoint(models.Model):
 
     class Meta:
         ordering = ["thread", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(parent__isnull=True, base__isnull=True)
+                | models.Q(parent__isnull=False, base__isnull=False),
+                name="checkpoint_delta_has_parent_and_base",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} checkpoint {self.pk} of {self.thread}"
+
+    @property
+    def is_delta(self) -> bool:
+        return self.parent_id is not None
 
 
 class DeferredKind(models.TextChoices):

@@ -1,32 +1,120 @@
-"""Checkpoints: stored `HarnessState` candidates with a digest, and the Thread's selected pointer.
+"""Checkpoints: stored `HarnessState` candidates in HMAC-chained deltas, and the Thread's selected pointer.
 
-A checkpoint records the state JSON exactly as `HarnessState.model_dump_json()` produced it, its sha256, the
-journal index it covers and, beside it, the accepted deferred input that history does not contain yet
-(S73–S75). Loading re-checks the digest and validates the state, so an altered row is refused instead of
-being continued. The Thread's selected checkpoint moves only forward, and only in a transaction that proves
-the writing run still holds its lease.
+Storing the whole state at every boundary makes checkpoint storage grow with the square of a run, so a writer
+that continues a chain stores only what changed: the state without its message history, and the messages
+appended since the previous checkpoint (`history_delta`). A whole state (a base) is written for a new chain,
+when the history is not an extension of the parent's, and when the chain's deltas since its base outgrow
+`BASE_GROWTH` times the base: bases then grow geometrically, so all the bytes of a thread's checkpoints stay
+within a small multiple of its final history.
+
+Each row's digest is an HMAC (keyed by `settings.CHECKPOINT_KEY`) of its parent's digest and its own content,
+including the accepted deferred input kept beside it (S73–S75). Loading walks the chain from its base,
+re-checks every digest and validates the rebuilt state, so an edit of any row of the chain, or a forged row
+without the key, is refused instead of being continued. The Thread's selected checkpoint moves only forward,
+and only in a transaction that proves the writing run still holds its lease.
 """
 
 from __future__ import annotations
 
+import hmac
+import json
+from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
+from django.utils.crypto import salted_hmac
 from pydantic import ValidationError
 
 from runs.harness.deferred import DeferredToolResume
 from runs.harness.state import HarnessState
-from runs.models import Checkpoint, CheckpointKind, Run, Thread, state_digest
+from runs.models import Checkpoint, CheckpointKind, Run, Thread
 
 from .codec import decode_resume, encode_resume
 from .leases import Lease, verify
 
-__all__ = ("CheckpointError", "create", "load", "pending_input", "record", "select")
+__all__ = (
+    "BASE_GROWTH",
+    "ChainTip",
+    "CheckpointChain",
+    "CheckpointError",
+    "create",
+    "digest_of",
+    "load",
+    "load_chain",
+    "pending_input",
+    "record",
+    "select",
+)
+
+BASE_GROWTH = 2
+"""A new base is written once the deltas since the current base would exceed this many times its size."""
+
+_DIGEST_SALT = "runs.checkpoint.v2"
+_EMPTY_HISTORY = b"[]"
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that must not be continued: its digest does not match or its state is invalid."""
+    """A checkpoint that must not be continued: a digest in its chain does not match or its state is invalid."""
+
+
+def digest_of(parent_digest: str, state_json: str, history_delta: str, pending: Any) -> str:
+    """The HMAC of a checkpoint row: its parent's digest, its state text, its history delta and pending input.
+
+    JSON text never holds a raw control character, so the unit separator keeps the parts unambiguous; the
+    pending input is a JSONField, compared in a canonical form because a database may reorder its keys.
+    """
+    pending_json = "" if pending is None else json.dumps(pending, sort_keys=True, separators=(",", ":"))
+    message = "\x1f".join((parent_digest, state_json, history_delta, pending_json))
+    return salted_hmac(_DIGEST_SALT, message, secret=settings.CHECKPOINT_KEY, algorithm="sha256").hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ChainTip:
+    """What the next checkpoint of a chain is stored against: the last row and the history it holds."""
+
+    pk: int
+    thread_pk: int
+    base_pk: int
+    digest: str
+    history: bytes
+    base_bytes: int
+    delta_bytes: int
+
+
+class CheckpointChain:
+    """A writer's place in its thread's chain; it moves to each checkpoint stored through it.
+
+    Like the journal writer, a chain whose write failed (or whose transaction rolled back) must not be used
+    again: its tip would name a row that does not exist.
+    """
+
+    def __init__(self, tip: ChainTip | None = None) -> None:
+        self.tip = tip
+
+
+def _delta(parent: bytes, history: bytes) -> bytes | None:
+    """The messages `history` appends to `parent`, as a JSON array; None if it does not extend it.
+
+    Both are pydantic-ai's compact JSON arrays, so an extension is a byte prefix up to the parent's `]`.
+    """
+    if parent == _EMPTY_HISTORY:
+        return history
+    head = len(parent) - 1
+    if history == parent:
+        return _EMPTY_HISTORY
+    if len(history) > head and history[head] == ord(",") and history.startswith(memoryview(parent)[:head]):
+        return b"[" + history[head + 1 :]
+    return None
+
+
+def _extend(history: bytes, delta: bytes) -> bytes:
+    if delta == _EMPTY_HISTORY:
+        return history
+    if history == _EMPTY_HISTORY:
+        return delta
+    return history[:-1] + b"," + delta[1:]
 
 
 def create(
@@ -38,19 +126,68 @@ def create(
     journal_index: int | None = None,
     pending: DeferredToolResume | None = None,
     metadata: dict[str, Any] | None = None,
+    chain: CheckpointChain | None = None,
 ) -> Checkpoint:
-    """Store a checkpoint (no lease check: for a new thread's initial or fork checkpoint, or under `record`)."""
+    """Store a checkpoint (no lease check: for a new thread's initial or fork checkpoint, or under `record`).
+
+    With a `chain` whose tip is a checkpoint of the same thread, the state is stored as a delta when it
+    extends the tip's history and the chain is still small enough; otherwise it starts a new base.
+    """
     if state.thread_id != thread.thread_id:
         raise CheckpointError(f"a state of thread {state.thread_id} cannot be a checkpoint of {thread.thread_id}")
+    history = state.message_history_json
+    pending_json = None if pending is None else encode_resume(pending)
+    tip = chain.tip if chain is not None and chain.tip is not None and chain.tip.thread_pk == thread.pk else None
+    delta = None if tip is None else _delta(tip.history, history)
+    if tip is not None and delta is not None:
+        envelope = state.model_dump_json(exclude={"message_history"})
+        delta_text = delta.decode()
+        size = len(envelope) + len(delta_text)
+        if tip.delta_bytes + size <= BASE_GROWTH * tip.base_bytes:
+            checkpoint = _insert(
+                thread, run, kind, journal_index, pending_json, metadata, envelope, delta_text, parent=tip
+            )
+            new_tip = ChainTip(
+                checkpoint.pk,
+                thread.pk,
+                tip.base_pk,
+                checkpoint.digest,
+                history,
+                tip.base_bytes,
+                tip.delta_bytes + size,
+            )
+            chain.tip = new_tip
+            return checkpoint
     state_json = state.model_dump_json()
+    checkpoint = _insert(thread, run, kind, journal_index, pending_json, metadata, state_json, "", parent=None)
+    if chain is not None:
+        chain.tip = ChainTip(checkpoint.pk, thread.pk, checkpoint.pk, checkpoint.digest, history, len(state_json), 0)
+    return checkpoint
+
+
+def _insert(
+    thread: Thread,
+    run: Run | None,
+    kind: CheckpointKind,
+    journal_index: int | None,
+    pending_json: Any,
+    metadata: dict[str, Any] | None,
+    state_json: str,
+    history_delta: str,
+    *,
+    parent: ChainTip | None,
+) -> Checkpoint:
     return Checkpoint.objects.create(
         thread=thread,
         run=run,
         kind=kind,
         journal_index=journal_index,
         state_json=state_json,
-        digest=state_digest(state_json),
-        pending_deferred_input=None if pending is None else encode_resume(pending),
+        history_delta=history_delta,
+        parent_id=None if parent is None else parent.pk,
+        base_id=None if parent is None else parent.base_pk,
+        digest=digest_of("" if parent is None else parent.digest, state_json, history_delta, pending_json),
+        pending_deferred_input=pending_json,
         metadata=metadata or {},
     )
 
@@ -65,13 +202,21 @@ def record(
     pending: DeferredToolResume | None = None,
     metadata: dict[str, Any] | None = None,
     select_it: bool = False,
+    chain: CheckpointChain | None = None,
 ) -> Checkpoint:
     """Store a checkpoint written by the lease holder; with `select_it`, also move the Thread's pointer to it."""
     thread = run.execution.thread
     with transaction.atomic():
         verify(lease, f"write a {kind} checkpoint")
         checkpoint = create(
-            thread, state, kind=kind, run=run, journal_index=journal_index, pending=pending, metadata=metadata
+            thread,
+            state,
+            kind=kind,
+            run=run,
+            journal_index=journal_index,
+            pending=pending,
+            metadata=metadata,
+            chain=chain,
         )
         if select_it:
             select(thread, checkpoint, lease=lease)
@@ -90,17 +235,70 @@ def select(thread: Thread, checkpoint: Checkpoint, *, lease: Lease) -> None:
         raise CheckpointError(f"thread {thread.pk} already selected a newer checkpoint than {checkpoint.pk}")
 
 
-def load(checkpoint: Checkpoint) -> HarnessState:
-    """The checkpoint's state, after checking its digest and validating it."""
-    if state_digest(checkpoint.state_json) != checkpoint.digest:
-        raise CheckpointError(
-            f"checkpoint {checkpoint.pk} of thread {checkpoint.thread_id} was altered: its digest does not match "
-            "the stored state; refusing to continue from it"
+def _chain_rows(checkpoint: Checkpoint) -> list[Checkpoint]:
+    """The rows from the chain's base to `checkpoint`, in order, read in one query."""
+    if checkpoint.base_id is None:
+        return [checkpoint]
+    rows = {
+        row.pk: row
+        for row in Checkpoint.objects.filter(Q(pk=checkpoint.base_id) | Q(base_id=checkpoint.base_id))
+        .filter(pk__lt=checkpoint.pk)
+        .only(
+            "pk", "thread_id", "parent_id", "base_id", "state_json", "history_delta", "digest", "pending_deferred_input"
         )
+    }
+    chain = [checkpoint]
+    while chain[-1].parent_id is not None:
+        parent = rows.get(chain[-1].parent_id)
+        if parent is None or parent.thread_id != checkpoint.thread_id:
+            raise CheckpointError(
+                f"checkpoint {checkpoint.pk} of thread {checkpoint.thread_id} was altered: its chain is broken at "
+                f"checkpoint {chain[-1].pk}; refusing to continue from it"
+            )
+        chain.append(parent)
+    chain.reverse()
+    return chain
+
+
+def load_chain(checkpoint: Checkpoint) -> tuple[HarnessState, ChainTip]:
+    """The checkpoint's state after checking every digest of its chain and validating it, and its chain tip."""
+    rows = _chain_rows(checkpoint)
+    parent_digest = ""
+    for row in rows:
+        expected = digest_of(parent_digest, row.state_json, row.history_delta, row.pending_deferred_input)
+        if not hmac.compare_digest(expected, row.digest):
+            where = "" if row.pk == checkpoint.pk else f" (at checkpoint {row.pk} of its chain)"
+            raise CheckpointError(
+                f"checkpoint {checkpoint.pk} of thread {checkpoint.thread_id} was altered{where}: its digest does not "
+                "match the stored state; refusing to continue from it"
+            )
+        parent_digest = row.digest
+    base, deltas = rows[0], rows[1:]
     try:
-        return HarnessState.model_validate_json(checkpoint.state_json)
-    except ValidationError as exc:
+        state = HarnessState.model_validate_json(base.state_json)
+        if deltas:
+            history = state.message_history_json
+            for row in deltas:
+                history = _extend(history, row.history_delta.encode())
+            envelope = json.loads(deltas[-1].state_json)
+            state = HarnessState.model_validate({**envelope, "message_history": json.loads(history)})
+    except (ValidationError, ValueError) as exc:
         raise CheckpointError(f"checkpoint {checkpoint.pk} holds an invalid state: {exc}") from exc
+    tip = ChainTip(
+        pk=checkpoint.pk,
+        thread_pk=checkpoint.thread_id,
+        base_pk=base.pk,
+        digest=checkpoint.digest,
+        history=state.message_history_json,
+        base_bytes=len(base.state_json),
+        delta_bytes=sum(len(row.state_json) + len(row.history_delta) for row in deltas),
+    )
+    return state, tip
+
+
+def load(checkpoint: Checkpoint) -> HarnessState:
+    """The checkpoint's state, after checking the digests of its chain and validating it."""
+    return load_chain(checkpoint)[0]
 
 
 def pending_input(checkpoint: Checkpoint) -> DeferredToolResume | None:

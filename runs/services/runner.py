@@ -68,6 +68,7 @@ class _Start:
     state: HarnessState
     input: str | None
     resume: DeferredToolResume | None
+    chain: checkpoints.CheckpointChain
 
 
 def execute_run(run_pk: int, *, crash_after_boundaries: int | None = None) -> str:
@@ -100,12 +101,15 @@ def _load(run_pk: int) -> tuple[Run, _Start]:
     )
     thread = run.execution.thread
     start = run.start_checkpoint
-    state = checkpoints.load(start) if start is not None else HarnessState.new(thread_id=thread.thread_id)
+    if start is None:
+        state, tip = HarnessState.new(thread_id=thread.thread_id), None
+    else:
+        state, tip = checkpoints.load_chain(start)
     # The execution's input is already in history once any checkpoint of this execution exists.
     continued = start is not None and start.run is not None and start.run.execution_id == run.execution_id
     text = None if run.reason == RunReason.RESUME or continued else run.execution.input
     resume = None if run.deferred_resume is None else decode_resume(run.deferred_resume)
-    return run, _Start(state=state, input=text, resume=resume)
+    return run, _Start(state=state, input=text, resume=resume, chain=checkpoints.CheckpointChain(tip))
 
 
 def _bind_run_id(lease: Lease, run_id: str) -> None:
@@ -218,6 +222,7 @@ async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, c
                         journal_index=last_index,
                         pending=stream.pending_deferred_input,
                         metadata={"boundary": boundary},
+                        chain=start.chain,
                     )
                     if crash_after_boundaries is not None:
                         crash_after_boundaries -= 1
@@ -235,7 +240,7 @@ async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, c
     else:
         assert terminal is not None, "a stream that ends cleanly delivers its result item"
         result = terminal.result
-        await writer.finish(terminal, lambda last_index: _record_result(run, lease, result, last_index))
+        await writer.finish(terminal, lambda last_index: _record_result(run, lease, result, last_index, start.chain))
         return result.status
     finally:
         await writer.close()
@@ -305,7 +310,9 @@ def _deferred_requests(run: Run, result: HarnessRunResult[Any], checkpoint: Any)
     )
 
 
-def _record_result(run: Run, lease: Lease, result: HarnessRunResult[Any], last_index: int) -> None:
+def _record_result(
+    run: Run, lease: Lease, result: HarnessRunResult[Any], last_index: int, chain: checkpoints.CheckpointChain
+) -> None:
     usage = result.usage.model_dump(mode="json")
     with transaction.atomic():
         if result.status in ("completed", "suspended"):
@@ -318,6 +325,7 @@ def _record_result(run: Run, lease: Lease, result: HarnessRunResult[Any], last_i
                 journal_index=last_index,
                 metadata={"status": result.status},
                 select_it=True,
+                chain=chain,
             )
             if result.status == "completed":
                 leases.release(lease, RunStatus.COMPLETED, output=json.loads(result.output_json()), usage=usage)
@@ -336,6 +344,7 @@ def _record_result(run: Run, lease: Lease, result: HarnessRunResult[Any], last_i
                 kind=CheckpointKind.FAILURE_CANDIDATE,
                 journal_index=last_index,
                 metadata={"status": result.status},
+                chain=chain,
             )
         if result.status == "cancelled":
             leases.release(lease, RunStatus.CANCELLED, usage=usage)

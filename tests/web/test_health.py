@@ -32,7 +32,8 @@ def test_pages_need_a_login(client):
 
 @pytest.mark.django_db
 def test_the_approvals_link_counts_waiting_requests(client, operator_user):
-    from runs.models import Checkpoint, DeferredRequest, DeferredStatus, state_digest
+    from runs.models import Checkpoint, DeferredRequest, DeferredStatus
+    from runs.services.checkpoints import digest_of
     from tests.web.seed import make_execution, make_run
 
     client.force_login(operator_user)
@@ -42,7 +43,11 @@ def test_the_approvals_link_counts_waiting_requests(client, operator_user):
     run = make_run(execution, status="suspended")
     state_json = '{"schema_version": "1", "thread_id": "t"}'
     checkpoint = Checkpoint.objects.create(
-        thread=execution.thread, run=run, kind="terminal", state_json=state_json, digest=state_digest(state_json)
+        thread=execution.thread,
+        run=run,
+        kind="terminal",
+        state_json=state_json,
+        digest=digest_of("", state_json, "", None),
     )
     for call_id in ("c1", "c2"):
         DeferredRequest.objects.create(

@@ -1,0 +1,249 @@
+"""Checkpoint chains: deltas rebuilt exactly, HMAC digests checked along the whole chain, migration of old rows,
+and forks, recovery and pages working from a delta checkpoint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from pydantic_ai import DeferredToolResults, ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+from runs.harness.deferred import DeferredToolRequests, DeferredToolResume
+from runs.harness.state import HarnessState
+from runs.models import Checkpoint, CheckpointKind, ExecutionStatus, Run, RunReason, Thread
+from runs.services import checkpoints, forks, recovery, runner
+from tests.host import builders
+from tests.host.test_execution import (
+    DEMO_TOOLS,
+    Crash,
+    assert_contiguous,
+    crash_at_model_request,
+    expire_leases,
+    start,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def demo_thread() -> Thread:
+    return builders.thread(model="demo", tools=DEMO_TOOLS)
+
+
+def growing_states(thread: Thread, rounds: int) -> list[HarnessState]:
+    """States of one thread, each history extending the previous one by a request and a response."""
+    history: list[ModelRequest | ModelResponse] = [ModelRequest(parts=[UserPromptPart("context " * 200)])]
+    states = []
+    for number in range(rounds):
+        history += [
+            ModelRequest(parts=[UserPromptPart(f"question {number}")]),
+            ModelResponse(parts=[TextPart(f"answer {number} " + "x" * 40 * number)]),
+        ]
+        states.append(HarnessState.new(thread_id=thread.thread_id, message_history=history))
+    return states
+
+
+def write_chain(thread: Thread, states: list[HarnessState]) -> list[Checkpoint]:
+    chain = checkpoints.CheckpointChain()
+    return [checkpoints.create(thread, state, kind=CheckpointKind.BOUNDARY, chain=chain) for state in states]
+
+
+def stored_bytes(rows: list[Checkpoint]) -> int:
+    return sum(len(row.state_json) + len(row.history_delta) for row in rows)
+
+
+def test_a_chain_rebuilds_every_state_exactly_and_starts_new_bases_as_it_grows():
+    thread = builders.thread()
+    states = growing_states(thread, 30)
+    rows = write_chain(thread, states)
+    assert not rows[0].is_delta and rows[1].is_delta
+    bases = [row for row in rows if not row.is_delta]
+    assert 1 < len(bases) < 10
+    for row in rows[1:]:
+        if row.is_delta:
+            assert row.parent_id == rows[rows.index(row) - 1].pk
+            assert '"message_history"' not in row.state_json
+    for row, state in zip(rows, states, strict=True):
+        loaded = checkpoints.load(Checkpoint.objects.get(pk=row.pk))
+        assert loaded == state
+        assert loaded.model_dump_json() == state.model_dump_json()
+    # Stored bytes stay within a small multiple of the last whole state (whole states each time: ~15x here).
+    whole = len(states[-1].model_dump_json())
+    assert stored_bytes(rows) <= 4 * whole
+    assert sum(len(state.model_dump_json()) for state in states) > 10 * whole
+
+
+def test_a_history_that_does_not_extend_the_parent_starts_a_new_base():
+    thread = builders.thread()
+    first, second = growing_states(thread, 2)
+    rewritten = second.with_changes(message_history=[ModelRequest(parts=[UserPromptPart("other")])])
+    rows = write_chain(thread, [first, second, rewritten])
+    assert [row.is_delta for row in rows] == [False, True, False]
+    assert checkpoints.load(rows[2]) == rewritten
+
+
+def test_a_chain_continued_from_a_loaded_checkpoint_keeps_rebuilding_exactly():
+    thread = builders.thread()
+    states = growing_states(thread, 6)
+    rows = write_chain(thread, states[:3])
+    state, tip = checkpoints.load_chain(rows[-1])
+    assert state == states[2]
+    chain = checkpoints.CheckpointChain(tip)
+    more = [checkpoints.create(thread, s, kind=CheckpointKind.BOUNDARY, chain=chain) for s in states[3:]]
+    assert more[0].parent_id == rows[-1].pk
+    assert checkpoints.load(more[-1]) == states[-1]
+
+
+def tamper(row: Checkpoint, what: str) -> None:
+    rows = Checkpoint.objects.filter(pk=row.pk)
+    if what == "state":
+        rows.update(state_json=row.state_json.replace('"refs":[]', '"refs":[ ]', 1))
+    elif what == "history":
+        rows.update(history_delta=row.history_delta.replace("answer", "ANSWER", 1))
+    elif what == "pending":
+        rows.update(pending_deferred_input={"forged": True})
+    elif what == "unkeyed digest":
+        rows.update(digest=hashlib.sha256(row.state_json.encode()).hexdigest())
+
+
+@pytest.mark.parametrize("where", ["base", "middle", "tip"])
+@pytest.mark.parametrize("what", ["state", "history", "pending", "unkeyed digest"])
+def test_an_edit_anywhere_in_the_chain_is_refused(where, what):
+    thread = builders.thread()
+    rows = write_chain(thread, growing_states(thread, 4))
+    assert [row.is_delta for row in rows] == [False, True, True, True]
+    target = {"base": rows[0], "middle": rows[2], "tip": rows[3]}[where]
+    if what == "history" and not target.is_delta:
+        what = "state"
+    tamper(target, what)
+    with pytest.raises(checkpoints.CheckpointError, match="was altered"):
+        checkpoints.load(Checkpoint.objects.get(pk=rows[3].pk))
+    if where == "tip":
+        checkpoints.load(Checkpoint.objects.get(pk=rows[2].pk))
+
+
+def test_a_relinked_chain_and_a_foreign_key_are_refused(settings):
+    thread = builders.thread()
+    rows = write_chain(thread, growing_states(thread, 4))
+    Checkpoint.objects.filter(pk=rows[3].pk).update(parent=rows[1])
+    with pytest.raises(checkpoints.CheckpointError, match="was altered"):
+        checkpoints.load(Checkpoint.objects.get(pk=rows[3].pk))
+    settings.CHECKPOINT_KEY = "another key"
+    with pytest.raises(checkpoints.CheckpointError, match="was altered"):
+        checkpoints.load(Checkpoint.objects.get(pk=rows[0].pk))
+
+
+def test_the_pending_input_is_covered_by_the_digest_and_survives_a_reload():
+    thread = builders.thread()
+    pending = DeferredToolResume(DeferredToolRequests(), DeferredToolResults(), recovery=True)
+    state = growing_states(thread, 1)[0]
+    row = checkpoints.create(thread, state, kind=CheckpointKind.BOUNDARY, pending=pending)
+    reloaded = Checkpoint.objects.get(pk=row.pk)
+    checkpoints.load(reloaded)
+    assert checkpoints.pending_input(reloaded) == pending
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_signs_intact_whole_state_checkpoints_and_keeps_altered_ones_refused():
+    thread = builders.thread()
+    executor = MigrationExecutor(connection)
+    executor.migrate([("runs", "0003_tool_dispatch")])
+    try:
+        migrate_old_rows(executor, thread)
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+def migrate_old_rows(executor: MigrationExecutor, thread: Thread) -> None:
+    old_apps = executor.loader.project_state([("runs", "0003_tool_dispatch")]).apps
+    state = growing_states(thread, 2)[1]
+    state_json = state.model_dump_json()
+    OldCheckpoint = old_apps.get_model("runs", "Checkpoint")
+    intact = OldCheckpoint.objects.create(
+        thread_id=thread.pk,
+        kind="boundary",
+        state_json=state_json,
+        digest=hashlib.sha256(state_json.encode()).hexdigest(),
+        pending_deferred_input={"kept": [1, 2]},
+        metadata={},
+    )
+    altered = OldCheckpoint.objects.create(
+        thread_id=thread.pk,
+        kind="boundary",
+        state_json=state_json.replace("question 1", "question X"),
+        digest=hashlib.sha256(state_json.encode()).hexdigest(),
+        metadata={},
+    )
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    migrated = Checkpoint.objects.get(pk=intact.pk)
+    assert not migrated.is_delta and migrated.digest != hashlib.sha256(state_json.encode()).hexdigest()
+    state_again, tip = checkpoints.load_chain(migrated)
+    assert state_again == state
+    with pytest.raises(checkpoints.CheckpointError, match="was altered"):
+        checkpoints.load(Checkpoint.objects.get(pk=altered.pk))
+    # A migrated checkpoint is a base new deltas chain onto.
+    extended = state.with_changes(
+        message_history=[*state.message_history, ModelRequest(parts=[UserPromptPart("more")])]
+    )
+    delta = checkpoints.create(thread, extended, kind=CheckpointKind.BOUNDARY, chain=checkpoints.CheckpointChain(tip))
+    assert delta.parent_id == migrated.pk and checkpoints.load(delta) == extended
+
+
+def delta_boundary(run: Run) -> Checkpoint:
+    return next(cp for cp in Checkpoint.objects.filter(run=run, kind=CheckpointKind.BOUNDARY) if cp.is_delta)
+
+
+def test_a_demo_run_writes_deltas_and_a_fork_continues_from_one(demo_thread):
+    run = start(demo_thread, "Please look up REC-42")
+    assert runner.execute_run(run.pk) == "completed"
+    written = list(Checkpoint.objects.filter(run=run).order_by("pk"))
+    assert sum(cp.is_delta for cp in written) >= 2
+    source = delta_boundary(run)
+    fork = forks.fork_thread(source, title="from a delta")
+    assert not fork.selected_checkpoint.is_delta
+    assert checkpoints.load(fork.selected_checkpoint).message_history == checkpoints.load(source).message_history
+    follow_up = start(fork, "hello again")
+    assert runner.execute_run(follow_up.pk) == "completed"
+
+
+def test_a_crashed_run_is_recovered_from_a_delta_checkpoint(demo_thread, monkeypatch, settings):
+    settings.HARNESS_RECOVERY_BACKOFF_SECONDS = 0
+    dead = start(demo_thread, "look up the record, then a slow 0.1 step")
+    crash_at_model_request(monkeypatch, 3)
+    with pytest.raises(Crash):
+        runner.execute_run(dead.pk)
+    monkeypatch.undo()
+    expire_leases()
+    assert recovery.sweep().recovered == 1
+    successor = Run.objects.get(previous_run=dead)
+    assert successor.reason == RunReason.RECOVERY and successor.start_checkpoint.is_delta
+    assert runner.execute_run(successor.pk) == "completed"
+    first_written = Checkpoint.objects.filter(run=successor).order_by("pk").first()
+    assert first_written.parent_id == successor.start_checkpoint_id
+    execution = successor.execution
+    execution.refresh_from_db()
+    assert execution.status == ExecutionStatus.COMPLETED
+    assert_contiguous(execution)
+    checkpoints.load(Thread.objects.get(pk=demo_thread.pk).selected_checkpoint)
+
+
+def test_the_thread_page_lists_and_forks_a_delta_checkpoint(demo_thread, client, operator_user):
+    run = start(demo_thread, "Please look up REC-42")
+    runner.execute_run(run.pk)
+    source = delta_boundary(run)
+    client.force_login(operator_user)
+    body = client.get(f"/threads/{demo_thread.pk}/").content.decode()
+    assert f'data-checkpoint="{source.pk}"' in body
+    response = client.post(f"/checkpoints/{source.pk}/fork/", {"title": "Fork of a delta"})
+    fork = Thread.objects.get(title="Fork of a delta")
+    assert response.status_code == 302 and fork.forked_from == source
+    Checkpoint.objects.filter(pk=source.parent_id).update(state_json=json.dumps({"forged": True}))
+    response = client.post(f"/checkpoints/{source.pk}/fork/", {"title": "Refused"}, follow=True)
+    assert not Thread.objects.filter(title="Refused").exists()
+    assert "was altered" in response.content.decode()
