@@ -31,6 +31,7 @@ __all__ = (
     "CapabilityState",
     "EnvironmentState",
     "HarnessState",
+    "HistoryEncoder",
     "StoredRef",
     "new_thread_id",
 )
@@ -71,6 +72,36 @@ def _encode_messages(value: Any) -> bytes:
 
 def _dump_messages(messages: Sequence[ModelMessage]) -> Any:
     return ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
+
+
+_MESSAGE = pydantic.TypeAdapter(ModelMessage)
+
+
+class HistoryEncoder:
+    """Encodes a growing message history, re-encoding only the messages it has not encoded before.
+
+    A run's history only grows, and its messages are the same objects from one export to the next, so a
+    message is reused when the same object sits at the same index. The last message encoded is always encoded
+    again: it may be the response still being completed in place.
+    """
+
+    def __init__(self) -> None:
+        self._messages: list[ModelMessage] = []
+        self._encoded: list[bytes] = []
+
+    def encode(self, messages: Sequence[ModelMessage]) -> bytes:
+        """The same bytes as `ModelMessagesTypeAdapter.dump_json(messages)`."""
+        kept = 0
+        limit = min(len(self._messages) - 1, len(messages))
+        while kept < limit and messages[kept] is self._messages[kept]:
+            kept += 1
+        fresh = list(messages[kept:])
+        for message in fresh:
+            if not isinstance(message, ModelRequest | ModelResponse):
+                raise ValueError(f"invalid message history: {type(message).__name__} is not a model message")
+        self._messages[kept:] = fresh
+        self._encoded[kept:] = [_MESSAGE.dump_json(message) for message in fresh]
+        return b"[" + b",".join(self._encoded) + b"]"
 
 
 CanonicalJson = Annotated[bytes, PlainValidator(_canonical_json)]
@@ -192,6 +223,35 @@ class HarnessState(BaseModel):
             mount: EnvironmentState.model_validate(raw)
             for mount, raw in json.loads(self.environment_states_json).items()
         }
+
+    def model_dump_json(self, **kwargs: Any) -> str:  # type: ignore[override]
+        """Pydantic's JSON; without options, the history is written from its canonical bytes as they are.
+
+        Parsing the history back into messages only to encode them again would cost a whole-history round
+        trip at every checkpoint. The history is the second-to-last key (computed fields follow the fields and
+        extra fields), so it goes in right before the environment states, where pydantic would write it.
+        """
+        if kwargs:
+            return super().model_dump_json(**kwargs)
+        rest = super().model_dump_json(exclude={"message_history"})
+        last = super().model_dump_json(include={"environment_states"})[1:]
+        return f'{rest[: -len(last)]}"message_history":{self.message_history_json.decode()},{last}'
+
+    def with_encoded_history(
+        self, history: bytes, *, agent_context_state: AgentContextStateSnapshot, environment_states_json: bytes
+    ) -> HarnessState:
+        """A new envelope of the same Thread whose history is `history`, bytes a `HistoryEncoder` produced.
+
+        For the engine's own exports: the messages were encoded from validated pydantic-ai messages a moment
+        ago, so validating and encoding the whole history again at every boundary is skipped.
+        """
+        return self.model_copy(
+            update={
+                "message_history_json": history,
+                "agent_context_state": agent_context_state,
+                "environment_states_json": environment_states_json,
+            }
+        )
 
     @classmethod
     def new(

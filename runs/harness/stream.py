@@ -44,7 +44,7 @@ from .events import HarnessEvent, HarnessRunResultEvent, lifecycle_event, run_st
 from .interrupted import InterruptedResponseTracker, normalize_interrupted_history
 from .recovery import TOOL_RECOVERY_MODES, ToolRecoveryCapability, ToolRecoveryMode, prepare_tool_recovery
 from .result import HarnessRunResult, RunUsageSummary, SafeFailure
-from .state import HarnessState
+from .state import HarnessState, HistoryEncoder
 
 if TYPE_CHECKING:
     from .agent import ExecutableAgent
@@ -128,6 +128,7 @@ class HarnessRunStream(Generic[OutputT]):
         self._producer: asyncio.Task[None] | None = None
         self._agent_run: AgentRun[AgentContext, Any] | None = None
         self._tracker = InterruptedResponseTracker()
+        self._history_encoder = HistoryEncoder()
         self._token = CancellationToken()
         self._children: dict[str, str] = {}
         self._child_sequences: dict[str, int] = {}
@@ -385,10 +386,10 @@ class HarnessRunStream(Generic[OutputT]):
     async def _export(self, messages: Sequence[ModelMessage]) -> HarnessState:
         # An interrupted tail may hold half-streamed parts; only what observers saw completely is exported.
         public = normalize_interrupted_history(self._tracker.sanitize(messages), close_pending_tools=False)
-        return self._previous.with_changes(
-            message_history=public,
+        return self._previous.with_encoded_history(
+            self._history_encoder.encode(public),
             agent_context_state=await self.context.state.snapshot(),
-            environment_states={},
+            environment_states_json=b"{}",
         )
 
     # -- queue ------------------------------------------------------------------------------------------

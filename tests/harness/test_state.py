@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
-from pydantic import ValidationError
-from pydantic_ai import ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+from pydantic import BaseModel, ValidationError
+from pydantic_ai import ModelMessagesTypeAdapter, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 
 from runs.harness import AgentContextStateSnapshot, CapabilityState, EnvironmentState, HarnessState
+from runs.harness import state as state_module
+from runs.harness.state import HistoryEncoder
 from runs.harness.subagents import SUBAGENTS_NAMESPACE, RetainedChild, RetainedChildren
 
 HISTORY = [
@@ -244,3 +247,37 @@ def test_seed_samples_serialize_and_fork():
     branch_state = state.fork(thread_id="thr_productbranch1")
     assert branch_state.thread_id != state.thread_id
     assert branch_state.message_history == state.message_history
+
+
+def test_the_dump_writes_the_kept_history_bytes_exactly_where_pydantic_would():
+    for state in (
+        full_state(future_field={"from": "a newer harness"}, zz_last=[1, "é"]),
+        HarnessState.new(thread_id="thr_empty"),
+        HarnessState.new(thread_id="thr_unicode", message_history=[ModelRequest(parts=[UserPromptPart("naïve ☃")])]),
+    ):
+        assert state.model_dump_json() == BaseModel.model_dump_json(state)
+        assert HarnessState.model_validate_json(state.model_dump_json()) == state
+
+
+def test_the_history_encoder_matches_pydantic_and_reencodes_only_what_changed(monkeypatch):
+    encoder = HistoryEncoder()
+    history: list[ModelRequest | ModelResponse] = []
+    for number in range(4):
+        history += [
+            ModelRequest(parts=[UserPromptPart(f"question {number}")]),
+            ModelResponse(parts=[TextPart(f"answer {number}")]),
+        ]
+        assert encoder.encode(history) == ModelMessagesTypeAdapter.dump_json(history)
+    # The last message may still be completed in place; an earlier one replaced by a new object is re-encoded.
+    history[-1].parts.append(TextPart("more"))
+    history[1] = ModelResponse(parts=[TextPart("rewritten")])
+    encoded: list[object] = []
+    real = state_module._MESSAGE.dump_json
+    monkeypatch.setattr(state_module, "_MESSAGE", SimpleNamespace(dump_json=lambda m: encoded.append(m) or real(m)))
+    assert encoder.encode(history) == ModelMessagesTypeAdapter.dump_json(history)
+    assert encoded == history[1:]
+    encoded.clear()
+    assert encoder.encode(history[:3]) == ModelMessagesTypeAdapter.dump_json(history[:3])
+    assert encoded == []
+    with pytest.raises(ValueError, match="not a model message"):
+        encoder.encode([*history, "text"])
