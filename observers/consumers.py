@@ -10,7 +10,9 @@ to channel-layer capacity) is preceded by the missing frames read from the datab
 Event frames are `{"type": "event", "position", "run_id", "run", "subagent_run_id", "event": <AG-UI JSON>}`;
 consecutive ones may travel together, in order, as `{"type": "events", "events": [<event frame>, ...]}` (a
 replayed page, a published batch). Status frames are `{"type": "status", "execution", "status", "runs"}`.
-Bad cursors get `{"type": "error", "code", "message"}` and the socket is closed.
+Bad cursors get `{"type": "error", "code", "message"}` and the socket is closed. A message over the transport's
+limit is sent in pieces the page joins (`observers.pieces`). If the replay fails, the socket closes with 4500
+and the page reconnects from its cursor.
 
 `/ws/threads/` forwards `thread.status` messages; a client may first send `{"type": "subscribe",
 "threads": [pk, ...]}` to receive the current status of those threads before the live ones.
@@ -26,13 +28,15 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from observers.pieces import pieces
 from runs.services import timeline
 from runs.services.publishing import THREADS_GROUP, execution_group
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
-CLOSE_INTERNAL_ERROR = 1011
+# daphne (autobahn) sends only 1000 and 3000–4999; 1011 would never reach the client.
+CLOSE_INTERNAL_ERROR = 4500
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,7 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
     """Accepts only logged-in users; others get close code 4401 (accepted first, so the browser sees the code)."""
 
     async def connect(self) -> None:
+        self.sent_messages = 0
         await self.accept()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -50,6 +55,13 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
 
     async def opened(self) -> None:
         """Called once an authenticated connection is accepted."""
+
+    async def send_json(self, content: Any, close: bool = False) -> None:
+        self.sent_messages += 1
+        for text in pieces(await self.encode_json(content), self.sent_messages):
+            await self.send(text_data=text)
+        if close:
+            await self.close()
 
     async def fail(self, code: str, message: str, *, close_code: int = CLOSE_BAD_REQUEST) -> None:
         await self.send_json({"type": "error", "code": code, "message": message})

@@ -1,5 +1,8 @@
 // A websocket that reconnects with exponential backoff (plus jitter) until told to stop.
 // Close codes the server uses to mean "do not retry": 4401 (not logged in), 4404 (no such execution).
+// Any other close (4500: the server's replay failed; a restart; a network drop) reconnects.
+// A message over the transport's 1 MiB limit arrives as {"type": "piece", id, index, count, data} messages
+// (observers/pieces.py); they are joined in order and handled as the one message they carry.
 
 const FINAL_CLOSE_CODES = new Set([4401, 4404]);
 const BASE_DELAY_MS = 400;
@@ -15,6 +18,7 @@ export class ReconnectingSocket {
     this.stopped = false;
     this.socket = null;
     this.timer = null;
+    this.pieces = new Map();
   }
 
   start() {
@@ -51,14 +55,16 @@ export class ReconnectingSocket {
       this.attempt = 0;
       this.onOpen();
     };
+    this.pieces.clear();
     socket.onmessage = (message) => {
       let data;
       try {
         data = JSON.parse(message.data);
+        if (data.type === "piece") data = this.join(data);
       } catch {
         return;
       }
-      this.onMessage(data);
+      if (data !== null) this.onMessage(data);
     };
     socket.onclose = (event) => {
       if (this.socket !== socket) return;
@@ -70,6 +76,18 @@ export class ReconnectingSocket {
       }
       this.scheduleReconnect();
     };
+  }
+
+  // The whole message once its last piece arrived, else null.
+  join(piece) {
+    const parts = this.pieces.get(piece.id) ?? [];
+    parts[piece.index] = piece.data;
+    if (parts.filter((part) => part !== undefined).length < piece.count) {
+      this.pieces.set(piece.id, parts);
+      return null;
+    }
+    this.pieces.delete(piece.id);
+    return JSON.parse(parts.join(""));
   }
 
   scheduleReconnect() {

@@ -248,4 +248,4 @@ async def test_a_failing_replay_closes_the_socket_so_the_client_reconnects(seede
     communicator = await connect(user, run.execution_id)
     await communicator.send_json_to({"type": "subscribe", "after": None})
     assert (await communicator.receive_json_from())["type"] == "status"
-    assert await communicator.receive_output() == {"type": "websocket.close", "code": 1011}
+    assert await communicator.receive_output() == {"type": "websocket.close", "code": 4500}
