@@ -103,13 +103,27 @@ def live_stack(stack, transactional_db, redis_settings) -> Stack:
     return stack
 
 
-@pytest.fixture
-def operator_user(django_user_model):
+def create_decider(user_model, username: str, password: str):
+    """A user with the permission to answer deferred requests."""
     from django.contrib.auth.models import Permission
 
-    user = django_user_model.objects.create_user("op", password="op-password-1")
+    user = user_model.objects.create_user(username, password=password)
     user.user_permissions.add(*Permission.objects.filter(codename="decide_deferred"))
     return user
+
+
+@pytest.fixture
+def operator_user(django_user_model):
+    return create_decider(django_user_model, "op", "op-password-1")
+
+
+@pytest.fixture
+def scenario_tools(monkeypatch):
+    """The host's tool registry holds the tools of tests/approval_scenarios.py."""
+    from runs.services import toolbox
+    from tests.approval_scenarios import TOOLS
+
+    monkeypatch.setattr(toolbox, "get_tool", TOOLS.get)
 
 
 @pytest.fixture(scope="session")

@@ -37,7 +37,7 @@ from runs.models import (
     JournalEntry,
     Verdict,
 )
-from runs.services import toolbox
+from runs.services import decision_items, toolbox
 from runs.services.executions import resume_execution
 from runs.services.journal import decoded
 
@@ -378,4 +378,5 @@ def _record(
     DeferredRequest.objects.filter(pk__in=[request.pk for request in requests]).update(status=request_status)
     submission.resume_run = resume_execution(execution, resume)
     submission.save(update_fields=["resume_run"])
+    decision_items.record(submission)
     return submission

@@ -13,6 +13,14 @@ const BATCH_BUDGET_MS = 12;
 const CURSOR_ERRORS = new Set(["cursor_beyond_end", "cursor_execution_mismatch", "bad_cursor"]);
 const MAX_RESETS = 3;
 const FRAGMENT_EVENT_NAME = "a13n.stream.fragment";
+const DECISION_EVENT_NAME = "a13n.host.decision";
+const VERDICTS = {
+  approved: "approved",
+  denied: "denied",
+  expired: "expired",
+  external_result: "result entered",
+  answered: "answered",
+};
 const ACTIVE_STATUSES = new Set(["queued", "running", "waiting", "recovering"]);
 
 function el(tag, className, text) {
@@ -399,6 +407,10 @@ const HANDLERS = {
   },
 
   CUSTOM(timeline, scope, frame, event) {
+    if (event.name === DECISION_EVENT_NAME) {
+      timeline.decision(scope, frame, event.value ?? {}).claim(frame.position);
+      return;
+    }
     if (typeof event.name === "string" && event.name.startsWith("a13n.input.")) {
       const input = event.value?.event ?? {};
       const item = scope.add(new Item(timeline, "input", frame, `input · ${input.source ?? event.name.slice(11)}`));
@@ -429,6 +441,9 @@ class Timeline {
     this.lanes = new Map();
     this.byPosition = new Map();
     this.toolsById = new Map();
+    this.toolCards = new Map(); // tool call id -> the card of the call itself (where a decision's outcome goes)
+    this.formLinks = new Map(); // tool call id -> its interrupt card's link to the form, or the note that replaced it
+    this.executionStatus = config.status;
     this.fragments = new Map();
     this.touched = new Set();
     this.wanted = null;
@@ -525,6 +540,7 @@ class Timeline {
       item.result.hidden = true;
       scope.tools.set(toolCallId, item);
       if (name) this.toolsById.set(toolCallId, name);
+      if (!this.toolCards.has(toolCallId)) this.toolCards.set(toolCallId, item);
     }
     return item;
   }
@@ -536,6 +552,13 @@ class Timeline {
     card.append(el("div", "interrupt-title", `${title}: ${metadata.tool_name ?? "tool"}`));
     card.append(el("div", "mono sub", interrupt.toolCallId ?? interrupt.id));
     if (metadata.args !== undefined) card.append(el("pre", "json", pretty(metadata.args)));
+    // Only a set the execution still waits on can be answered; its decision item or the status closes the link.
+    const callId = interrupt.toolCallId ?? interrupt.id;
+    if (this.executionStatus !== "waiting") {
+      const note = card.appendChild(el("div", "interrupt-closed sub", "no longer open"));
+      this.formLinks.set(callId, note);
+      return card;
+    }
     const open = link("interrupt-link", "Open the approval form", this.config.approvalsUrl);
     // The form is on this page while the execution waits (approvals.js may load it later than this card).
     open.addEventListener("click", (event) => {
@@ -546,7 +569,83 @@ class Timeline {
       form.querySelector("input[type=radio], textarea, button")?.focus();
     });
     card.append(open);
+    this.formLinks.set(callId, open);
     return card;
+  }
+
+  // The status closes a link ("no longer open"); a decision item also names the verdict (`final`).
+  closeFormLink(callId, text, final = false) {
+    const current = this.formLinks.get(callId);
+    if (!current) return;
+    if (current.tagName === "A") {
+      const note = el("div", "interrupt-closed sub", text);
+      current.replaceWith(note);
+      this.formLinks.set(callId, note);
+    } else if (final) {
+      current.textContent = text;
+    }
+  }
+
+  // A decided (or expired) set: one item with who, when, each verdict, edits as a diff and the message; the
+  // calls' own tool cards get their outcome, and the interrupt cards lose their link to the form.
+  decision(scope, frame, value) {
+    const who = value.expired ? "the host" : (value.decided_by ?? "a deleted user");
+    const item = scope.add(new Item(this, "decision", frame, value.expired ? "expired" : `decided by ${who}`));
+    item.element.classList.toggle("expired", Boolean(value.expired));
+    item.extra.textContent = value.resume_run ? `run ${value.resume_run} resumes` : "";
+    item.element.querySelector(".item-time").title = value.decided_at ?? "";
+    if (value.expired) item.body.append(el("div", "decision-note", "No answer arrived before the approval timeout."));
+    const calls = value.calls ?? [];
+    for (const call of calls) {
+      const verdict = call.edits?.length ? "approved with edited arguments" : (VERDICTS[call.verdict] ?? call.verdict);
+      const row = el("div", `decided-call verdict-${call.verdict}`);
+      const head = el("div", "decided-head");
+      head.append(el("code", "tool-name", call.tool_name), el("span", "badge verdict", verdict), el("span", "mono sub", call.tool_call_id));
+      row.append(head);
+      if (call.edits?.length) row.append(this.argumentDiff(call.edits));
+      if (call.message) row.append(el("div", "decision-message", call.message));
+      if (call.result !== null && call.result !== undefined) row.append(el("pre", "json decision-result", pretty(call.result)));
+      item.body.append(row);
+      this.settle(call, verdict, who);
+    }
+    document.dispatchEvent(
+      new CustomEvent("harness:decision", {
+        detail: {
+          execution: this.config.execution,
+          calls: calls.map((call) => call.tool_call_id),
+          expired: Boolean(value.expired),
+          decidedBy: value.decided_by ?? null,
+          decidedAt: value.decided_at ?? null,
+        },
+      }),
+    );
+    return item;
+  }
+
+  argumentDiff(edits) {
+    const table = el("table", "arg-diff");
+    table.append(el("caption", "sub", "edited arguments"));
+    for (const edit of edits) {
+      const row = el("tr", `diff-${edit.change}`);
+      const before = el("td", "diff-before");
+      const after = el("td", "diff-after");
+      if (edit.change !== "added") before.append(el("del", "json", JSON.stringify(edit.before)));
+      if (edit.change !== "removed") after.append(el("ins", "json", JSON.stringify(edit.after)));
+      row.append(el("th", "mono", edit.path), before, el("td", "diff-arrow", "→"), after);
+      table.append(row);
+    }
+    return table;
+  }
+
+  // The outcome of a decided call on the card of the call itself (a denied call has no later card at all).
+  settle(call, verdict, who) {
+    const card = this.toolCards.get(call.tool_call_id);
+    this.closeFormLink(call.tool_call_id, `${verdict} (see the decision below)`, true);
+    if (!card) return;
+    card.element.classList.remove("streaming");
+    card.element.classList.add(`outcome-${call.verdict}`);
+    const outcome = card.outcome ?? (card.outcome = card.section("outcome", "tool-outcome"));
+    outcome.replaceChildren(outcome.firstChild, el("div", "outcome-text", `${verdict} by ${who}${call.message ? `: ${call.message}` : ""}`));
   }
 
   // The original CUSTOM event once all fragments of `value.id` are in (null before, or if they do not parse).
@@ -584,7 +683,9 @@ class Timeline {
         for (const frame of message.events) this.enqueue(frame);
         break;
       case "status":
+        this.executionStatus = message.status;
         setStatus(this.status, message.status);
+        if (message.status !== "waiting") for (const callId of this.formLinks.keys()) this.closeFormLink(callId, "no longer open");
         for (const form of document.querySelectorAll("form.cancel")) form.hidden = !ACTIVE_STATUSES.has(message.status);
         for (const run of message.runs ?? []) this.lane(run).update(run);
         // approvals.js fetches the approval form when the execution starts waiting.
@@ -631,6 +732,8 @@ class Timeline {
     this.queueHead = 0;
     this.byPosition.clear();
     this.toolsById.clear();
+    this.toolCards.clear();
+    this.formLinks.clear();
     this.fragments.clear();
     this.touched.clear();
     for (const lane of this.lanes.values()) lane.resetScopes();
