@@ -1,16 +1,23 @@
-"""The worker's journal writer: stream items committed in adaptive batches.
+"""The worker's journal writer: stream items committed in adaptive batches, behind the stream.
 
 Every transaction has a fixed cost (the lease check, the commit, a hop to the database thread, one
 publication), so a burst of text deltas should cost one transaction, not one each — while an item should
 still reach the browser within a few tens of milliseconds when the stream goes quiet. Items therefore
-wait in a batch that is written when it holds `MAX_ITEMS`, when its first item has waited `MAX_DELAY`
-seconds (checked as items arrive, and by a timer when none do), or when the worker asks for it: at a
-checkpoint boundary, and at the run's result, which is written in the same transaction as the run's outcome.
+wait in a batch that is handed to the writer when it holds `MAX_ITEMS`, when its first item has waited
+`MAX_DELAY` seconds (checked as items arrive, and by a timer when none do), or when the worker asks for it:
+at a checkpoint boundary, and at the run's result, which is written in the same transaction as the run's
+outcome.
+
+Handed-off batches are written by one task, in order, while the stream goes on producing: the engine waits
+for the database only when `MAX_QUEUED` batches are already waiting, and at the points that need the journal
+to be durable (a boundary's `flush`, the result's `finish`). A worker killed meanwhile loses what was not
+committed, as it always could; the lease check of each write still fences a stale worker.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -22,110 +29,136 @@ from runs.harness.events import HarnessStreamEvent
 from .leases import Lease
 from .projection import RunProjection
 
-__all__ = ("MAX_DELAY", "MAX_ITEMS", "BatchWriter")
+__all__ = ("MAX_DELAY", "MAX_ITEMS", "MAX_QUEUED", "BatchWriter")
 
 T = TypeVar("T")
 
 MAX_ITEMS = 500
 MAX_DELAY = 0.02
+MAX_QUEUED = 4
 
 
 class BatchWriter:
     """Collects a run's stream items and writes them through its `RunProjection`, in order, in batches.
 
-    Writes never overlap (one lock), and each takes every item collected so far, so the journal gets the
-    items exactly in stream order. A failed write is kept and raised by the next `add` or `flush`: after it
-    the projection no longer matches the database, so nothing more is written through this writer.
+    A batch joins the queue synchronously when it is handed off, and one task writes the queue front to
+    back, so the journal gets the items exactly in stream order. A failed write is kept and raised by a
+    later `add`, `flush` or `finish`; batches queued behind it are not written: after it the projection no
+    longer matches the database, so nothing more is written through this writer.
     """
 
     def __init__(
-        self, projection: RunProjection, lease: Lease, *, max_items: int = MAX_ITEMS, max_delay: float = MAX_DELAY
+        self,
+        projection: RunProjection,
+        lease: Lease,
+        *,
+        max_items: int = MAX_ITEMS,
+        max_delay: float = MAX_DELAY,
+        max_queued: int = MAX_QUEUED,
     ) -> None:
         self._projection = projection
         self._lease = lease
         self._max_items = max_items
         self._max_delay = max_delay
+        self._max_queued = max_queued
         self._pending: list[HarnessStreamEvent[Any]] = []
         self._first_at = 0.0
-        self._lock = asyncio.Lock()
         self._timer: asyncio.TimerHandle | None = None
-        self._timed: asyncio.Task[None] | None = None
+        self._queue: deque[list[HarnessStreamEvent[Any]]] = deque()
+        self._changed = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
         self.last_index = -1
         """The journal index of the last item written."""
 
+    @property
+    def queued(self) -> int:
+        """Batches handed off and not written yet (the one being written included)."""
+        return len(self._queue)
+
     async def add(self, item: HarnessStreamEvent[Any]) -> None:
-        """Collect an item; write the batch if it is full or its first item waited long enough."""
+        """Collect an item; hand the batch off if it is full or its first item waited long enough.
+
+        Waits only when, after the hand-off, more than `max_queued` batches are queued.
+        """
         self._raise_failure()
         loop = asyncio.get_running_loop()
         if not self._pending:
             self._first_at = loop.time()
-            self._timer = loop.call_later(self._max_delay, self._due)
+            self._timer = loop.call_later(self._max_delay, self._hand_off)
         self._pending.append(item)
         if len(self._pending) >= self._max_items or loop.time() - self._first_at >= self._max_delay:
-            await self.flush()
+            self._hand_off()
+            await self._drain(self._max_queued)
 
     async def flush(self) -> int:
         """Write everything collected so far; returns the journal index of the last item written."""
-        async with self._lock:
-            self._raise_failure()
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            if self._pending:
-                batch, self._pending = self._pending, []
-                try:
-                    entries = await sync_to_async(self._projection.record)(batch, lease=self._lease)
-                except BaseException as exc:
-                    self._failure = exc
-                    raise
-                self.last_index = entries[-1].index
+        self._raise_failure()
+        self._hand_off()
+        await self._drain(0)
+        self._raise_failure()
         return self.last_index
 
     async def finish(self, last: HarnessStreamEvent[Any], record_outcome: Callable[[int], T]) -> T:
-        """Write the stream's last item and the run's outcome in one transaction.
+        """Write the stream's last item and the run's outcome in one transaction, after everything before it.
 
         A worker that dies between the two would otherwise leave a journal that ends with the result while the
         run still looks unfinished, and recovery would redo work that already completed.
         """
-        async with self._lock:
-            self._raise_failure()
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            batch, self._pending = [*self._pending, last], []
+        await self.flush()
 
-            def write() -> T:
-                with transaction.atomic():
-                    entries = self._projection.record(batch, lease=self._lease)
-                    self.last_index = entries[-1].index
-                    return record_outcome(self.last_index)
+        def write() -> T:
+            with transaction.atomic():
+                entries = self._projection.record([last], lease=self._lease)
+                self.last_index = entries[-1].index
+                return record_outcome(self.last_index)
 
-            try:
-                return await sync_to_async(write)()
-            except BaseException as exc:
-                self._failure = exc
-                raise
+        try:
+            return await sync_to_async(write)()
+        except BaseException as exc:
+            self._failure = exc
+            raise
 
     async def close(self) -> None:
-        """Stop the timer; a write it already started is finished (its failure is not raised here)."""
+        """Stop the timer and the writing task once the queued batches are written (a failure is kept, not raised)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._timed is not None:
-            await asyncio.gather(self._timed, return_exceptions=True)
+        await self._drain(0)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
 
-    def _due(self) -> None:
-        self._timer = None
-        if self._pending and (self._timed is None or self._timed.done()):
-            self._timed = asyncio.create_task(self._flush_quietly())
-
-    async def _flush_quietly(self) -> None:
-        # The failure is kept by `flush` and raised to the worker's loop by its next `add` or `flush`.
-        try:
-            await self.flush()
-        except Exception:
+    def _hand_off(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._pending:
             return
+        self._queue.append(self._pending)
+        self._pending = []
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._write_queue(), name="journal-writer")
+
+    async def _drain(self, most: int) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: len(self._queue) <= most)
+
+    async def _write_queue(self) -> None:
+        while self._queue:
+            batch = self._queue[0]
+            if self._failure is None:
+                try:
+                    entries = await sync_to_async(self._projection.record)(batch, lease=self._lease)
+                    self.last_index = entries[-1].index
+                except asyncio.CancelledError:
+                    raise
+                except BaseException as exc:
+                    self._failure = exc
+            self._queue.popleft()
+            async with self._changed:
+                self._changed.notify_all()
 
     def _raise_failure(self) -> None:
         if self._failure is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
@@ -96,17 +97,58 @@ def test_items_of_a_quiet_stream_are_written_without_waiting_for_more():
 
 def test_a_failed_write_is_raised_by_the_next_call_and_nothing_more_is_written():
     run, lease = builders.leased_run()
-    items = _deltas(run, 3)
+    items = _deltas(run, 5)
     leases.release(lease, "failed")
 
     async def write() -> None:
         writer = BatchWriter(RunProjection(run), lease, max_items=2, max_delay=60)
-        with pytest.raises(leases.LeaseLost):
-            for item in items:
-                await writer.add(item)
+        for item in items[:2]:
+            await writer.add(item)
+        # The write overlaps with the stream; its failure reaches the next call after it.
         with pytest.raises(leases.LeaseLost):
             await writer.flush()
+        with pytest.raises(leases.LeaseLost):
+            await writer.add(items[2])
         await writer.close()
 
     async_to_sync(write)()
     assert not run.journal.exists() and not TimelineEvent.objects.exists()
+
+
+class Slow(Counting):
+    """A projection whose writes take a while, and which notes how many batches were queued at each write."""
+
+    def __init__(self, run: Run) -> None:
+        super().__init__(run)
+        self.writer: BatchWriter | None = None
+        self.queued: list[int] = []
+
+    def record(self, items, *, lease):
+        assert self.writer is not None
+        self.queued.append(self.writer.queued)
+        time.sleep(0.02)
+        return super().record(items, lease=lease)
+
+
+def test_under_backpressure_the_stream_waits_for_room_and_the_order_is_kept():
+    run, lease = builders.leased_run()
+    items = _deltas(run, 200)
+    projection = Slow(run)
+    seen: list[int] = []
+
+    async def write() -> int:
+        writer = projection.writer = BatchWriter(projection, lease, max_items=10, max_delay=60, max_queued=2)
+        for item in items:
+            await writer.add(item)
+            seen.append(writer.queued)
+        last = await writer.flush()
+        await writer.close()
+        return last
+
+    assert async_to_sync(write)() == len(items) - 1
+    # The producer ran ahead of the writes (they overlapped) but never by more than the bound: an `add` that
+    # hands off a batch returns once at most 2 are queued, so a write sees itself and at most 2 behind it.
+    assert max(seen) <= 2 and max(projection.queued) == 3
+    assert sum(projection.batches) == len(items)
+    assert list(run.journal.order_by("index").values_list("source_sequence", flat=True)) == list(range(len(items)))
+    assert _positions(run) == list(range(1, len(_positions(run)) + 1))
