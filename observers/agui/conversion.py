@@ -53,6 +53,7 @@ from runs.harness.events import HarnessEvent, HarnessExtensionEvent, HarnessRunR
 
 from .envelopes import HARNESS_PREFIX, PYDANTIC_AI_PREFIX, envelope, extension_json, native_json, timestamp_ms
 from .errors import AguiObservationError
+from .ids import IdClaims, IdLedger, scoped_id
 from .terminal import terminal_event
 from .tool_results import payload_free, tool_result_content
 
@@ -64,36 +65,57 @@ PartKind = Literal["text", "thinking", "tool"]
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PartCursor:
-    """An open part of the current model response, keyed by its pydantic-ai part index."""
+    """An open part of the current model response, keyed by its pydantic-ai part index.
+
+    A text or reasoning cursor holds the AG-UI id its message was opened with and, in `source`, the provider's
+    id; a tool cursor holds the source id, which becomes an AG-UI id when the call is emitted at its end.
+    """
 
     kind: PartKind
     id: str
     minted: bool
     """The observer made the id up; a provider id arriving on a later tool delta may still claim the part."""
+    source: str = ""
     tool_name: str = ""
     content_emitted: bool = False
     signature_emitted: bool = False
 
 
 _NO_CURSORS: Mapping[int, PartCursor] = MappingProxyType({})
+_NO_IDS: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RunConversionState:
-    """All a run needs to continue mid-part: the current model request index and the open part cursors."""
+    """All a run needs to continue mid-part: the current model request index, the open part cursors, and the
+    AG-UI ids of tool calls whose id differs from the plain scoped source id (a repeated provider id)."""
 
     request_index: int = 0
     cursors: Mapping[int, PartCursor] = dataclasses.field(default_factory=lambda: _NO_CURSORS)
+    tool_ids: Mapping[str, str] = dataclasses.field(default_factory=lambda: _NO_IDS)
 
 
 class RunConversion:
     """The conversion of one source item against one run's state.
 
     Events are appended to `events` (shared when one item touches several runs, as a delegation completion
-    does); `state()` gives the run's state after the item, the very same object when nothing changed.
+    does); `state()` gives the run's state after the item, the very same object when nothing changed. New
+    AG-UI ids are claimed in `ids` (see `ids.py`); an inline child's source ids are namespaced by its run id.
     """
 
-    __slots__ = ("_attribution", "_base", "_cursors", "events", "item", "request_index", "run_id", "timestamp")
+    __slots__ = (
+        "_attribution",
+        "_base",
+        "_cursors",
+        "_tool_ids",
+        "events",
+        "ids",
+        "item",
+        "request_index",
+        "run_id",
+        "subagent_run_id",
+        "timestamp",
+    )
 
     def __init__(
         self,
@@ -101,12 +123,16 @@ class RunConversion:
         item: SourceItem,
         events: list[BaseEvent],
         *,
+        ids: IdClaims | None = None,
         run_id: str | None = None,
         subagent_run_id: str | None = None,
     ) -> None:
         self._base = state
         self._cursors: dict[int, PartCursor] | None = None
+        self._tool_ids: dict[str, str] | None = None
         self._attribution = {"subagent_run_id": subagent_run_id} if subagent_run_id else {}
+        self.subagent_run_id = subagent_run_id
+        self.ids = ids if ids is not None else IdLedger().claims()
         self.item = item
         self.run_id = run_id or item.run_id
         self.request_index = state.request_index
@@ -114,10 +140,34 @@ class RunConversion:
         self.timestamp = timestamp_ms(item.occurred_at)
 
     def state(self) -> RunConversionState:
-        if self._cursors is None and self.request_index == self._base.request_index:
-            return self._base
-        cursors = self._base.cursors if self._cursors is None else MappingProxyType(self._cursors)
-        return RunConversionState(self.request_index, cursors)
+        base = self._base
+        if self._cursors is None and self._tool_ids is None and self.request_index == base.request_index:
+            return base
+        cursors = base.cursors if self._cursors is None else MappingProxyType(self._cursors)
+        tool_ids = base.tool_ids if self._tool_ids is None else MappingProxyType(self._tool_ids)
+        return RunConversionState(self.request_index, cursors, tool_ids)
+
+    def message_id(self, source_id: str, *, minted: bool) -> str:
+        """Claim the AG-UI id of a new message; minted ids already carry the run id, provider ids get scoped."""
+        return self.ids.claim(source_id if minted else scoped_id(source_id, self.subagent_run_id))
+
+    def open_tool_call(self, source_id: str, *, minted: bool) -> str:
+        """Claim the AG-UI id of a tool call being emitted, and remember it when it is not the plain one."""
+        plain = source_id if minted else scoped_id(source_id, self.subagent_run_id)
+        agui_id = self.ids.claim(plain)
+        if agui_id != plain or source_id in self._base.tool_ids:
+            if self._tool_ids is None:
+                self._tool_ids = dict(self._base.tool_ids)
+            if agui_id == plain:
+                self._tool_ids.pop(source_id, None)
+            else:
+                self._tool_ids[source_id] = agui_id
+        return agui_id
+
+    def tool_call_id(self, source_id: str) -> str:
+        """The AG-UI id of the latest tool call of this run with `source_id` (for results and interrupts)."""
+        tool_ids = self._base.tool_ids if self._tool_ids is None else self._tool_ids
+        return tool_ids.get(source_id) or scoped_id(source_id, self.subagent_run_id)
 
     def cursor(self, index: int) -> PartCursor | None:
         return (self._base.cursors if self._cursors is None else self._cursors).get(index)
@@ -157,7 +207,7 @@ class RunConversion:
         item = self.item
         if isinstance(item, HarnessRunResultEvent):
             self.close_messages()
-            self.events.append(terminal_event(item))
+            self.events.append(terminal_event(item, self.tool_call_id))
             return
         event = item.event
         (_handler(type(event)) or _fallback)(self, event)
@@ -187,14 +237,17 @@ def _fallback(conversion: RunConversion, event: Any) -> None:
 def _part_start(conversion: RunConversion, event: PartStartEvent) -> None:
     index, part = event.index, event.part
     if isinstance(part, TextPart):
-        message_id = part.id or conversion.minted_id(index, "text")
+        message_id = conversion.message_id(part.id or conversion.minted_id(index, "text"), minted=not part.id)
         conversion.emit(TextMessageStartEvent, message_id=message_id, role="assistant")
         if part.content:
             conversion.emit(TextMessageContentEvent, message_id=message_id, delta=part.content)
-        conversion.put(index, PartCursor("text", message_id, not part.id, content_emitted=bool(part.content)))
+        conversion.put(
+            index,
+            PartCursor("text", message_id, not part.id, source=part.id or "", content_emitted=bool(part.content)),
+        )
     elif isinstance(part, ThinkingPart):
         # Native reasoning ids are ignored: one provider item may hold several summary parts with one id.
-        message_id = conversion.minted_id(index, "reasoning")
+        message_id = conversion.message_id(conversion.minted_id(index, "reasoning"), minted=True)
         conversion.emit(ReasoningMessageStartEvent, message_id=message_id, role="reasoning")
         if part.content:
             conversion.emit(ReasoningMessageContentEvent, message_id=message_id, delta=part.content)
@@ -229,7 +282,7 @@ def _part_delta(conversion: RunConversion, event: PartDeltaEvent) -> None:
             _fallback(conversion, event)
             return
         if cursor is None:
-            cursor = PartCursor("text", conversion.minted_id(index, "text"), True)
+            cursor = PartCursor("text", conversion.message_id(conversion.minted_id(index, "text"), minted=True), True)
             conversion.emit(TextMessageStartEvent, message_id=cursor.id, role="assistant")
         conversion.emit(TextMessageContentEvent, message_id=cursor.id, delta=delta.content_delta)
         if not cursor.content_emitted:
@@ -243,7 +296,7 @@ def _part_delta(conversion: RunConversion, event: PartDeltaEvent) -> None:
             return
         opened = cursor is None
         if cursor is None:
-            cursor = PartCursor("thinking", conversion.minted_id(index, "reasoning"), True)
+            cursor = _minted_reasoning(conversion, index)
             conversion.emit(ReasoningMessageStartEvent, message_id=cursor.id, role="reasoning")
         if content:
             conversion.emit(ReasoningMessageContentEvent, message_id=cursor.id, delta=content)
@@ -287,18 +340,20 @@ def _part_end(conversion: RunConversion, event: PartEndEvent) -> None:
     cursor = conversion.cursor(index)
     if isinstance(part, TextPart):
         if cursor is None:
-            cursor = PartCursor("text", part.id or conversion.minted_id(index, "text"), not part.id)
+            message_id = conversion.message_id(part.id or conversion.minted_id(index, "text"), minted=not part.id)
+            cursor = PartCursor("text", message_id, not part.id, source=part.id or "")
             conversion.emit(TextMessageStartEvent, message_id=cursor.id, role="assistant")
         else:
             _require_kind(cursor, "text", index)
-            if part.id and part.id != cursor.id:
-                raise AguiObservationError(f"text part {index} changed id from {cursor.id!r} to {part.id!r}")
+            if part.id and (cursor.minted or part.id != cursor.source):
+                opened = "a minted id" if cursor.minted else repr(cursor.source)
+                raise AguiObservationError(f"text part {index} changed id from {opened} to {part.id!r}")
         if not cursor.content_emitted and part.content:
             conversion.emit(TextMessageContentEvent, message_id=cursor.id, delta=part.content)
         conversion.emit(TextMessageEndEvent, message_id=cursor.id)
     elif isinstance(part, ThinkingPart):
         if cursor is None:
-            cursor = PartCursor("thinking", conversion.minted_id(index, "reasoning"), True)
+            cursor = _minted_reasoning(conversion, index)
             conversion.emit(ReasoningMessageStartEvent, message_id=cursor.id, role="reasoning")
         else:
             _require_kind(cursor, "thinking", index)
@@ -309,12 +364,13 @@ def _part_end(conversion: RunConversion, event: PartEndEvent) -> None:
         conversion.emit(ReasoningMessageEndEvent, message_id=cursor.id)
     elif isinstance(part, ToolCallPart):
         if cursor is None:
-            tool_call_id = part.tool_call_id or conversion.minted_id(index, "tool")
+            source_id, minted = part.tool_call_id or conversion.minted_id(index, "tool"), not part.tool_call_id
             tool_name = part.tool_name
         else:
             _require_kind(cursor, "tool", index)
             # The id the call was opened with wins: that is the id any earlier observer output used.
-            tool_call_id, tool_name = cursor.id, part.tool_name or cursor.tool_name
+            source_id, minted, tool_name = cursor.id, cursor.minted, part.tool_name or cursor.tool_name
+        tool_call_id = conversion.open_tool_call(source_id, minted=minted)
         conversion.emit(ToolCallStartEvent, tool_call_id=tool_call_id, tool_call_name=tool_name)
         if part.args is not None:
             conversion.emit(ToolCallArgsEvent, tool_call_id=tool_call_id, delta=_args_text(part.args))
@@ -332,6 +388,10 @@ def _args_text(args: str | dict[str, Any]) -> str:
     return json.dumps(args, sort_keys=True, separators=(",", ":"))
 
 
+def _minted_reasoning(conversion: RunConversion, index: int) -> PartCursor:
+    return PartCursor("thinking", conversion.message_id(conversion.minted_id(index, "reasoning"), minted=True), True)
+
+
 def _encrypted(conversion: RunConversion, message_id: str, value: str) -> None:
     conversion.emit(ReasoningEncryptedValueEvent, subtype="message", entity_id=message_id, encrypted_value=value)
 
@@ -339,10 +399,11 @@ def _encrypted(conversion: RunConversion, message_id: str, value: str) -> None:
 def _tool_result(conversion: RunConversion, event: FunctionToolResultEvent | OutputToolResultEvent) -> None:
     part = event.part
     if isinstance(part, ToolReturnPart) and part.outcome == "success":
+        tool_call_id = conversion.tool_call_id(part.tool_call_id)
         conversion.emit(
             ToolCallResultEvent,
-            message_id=f"{part.tool_call_id}:result",
-            tool_call_id=part.tool_call_id,
+            message_id=conversion.ids.claim(f"{tool_call_id}:result"),
+            tool_call_id=tool_call_id,
             content=tool_result_content(part),
             role="tool",
         )

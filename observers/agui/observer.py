@@ -13,6 +13,7 @@ from .conversion import RunConversion, RunConversionState, SourceItem
 from .copies import detached
 from .errors import AguiObservationError
 from .fragments import fragment_custom_event
+from .ids import IdClaims, IdLedger
 from .processor import AguiEventProcessor, apply_processor
 
 __all__ = ("HarnessAguiObserver",)
@@ -34,6 +35,7 @@ class HarnessAguiObserver:
         self._thread_id: str | None = None
         self._run_id: str | None = None
         self._state: Any = self._initial_state()
+        self._ids = IdLedger()
         self._events: list[BaseEvent] = []
         self._resuming = False
         self._resume_completed = False
@@ -86,6 +88,7 @@ class HarnessAguiObserver:
             self._thread_id = staged._thread_id
             self._run_id = staged._run_id
             self._state = staged._state
+            self._ids = staged._ids
             self._events = staged._events
             self._resume_completed = True
         finally:
@@ -111,13 +114,15 @@ class HarnessAguiObserver:
         if not isinstance(item, HarnessEvent | HarnessRunResultEvent):
             raise TypeError(f"observe() needs a HarnessEvent or HarnessRunResultEvent, not {type(item).__name__}")
         self._check_correlation(item)
-        state, events = self._convert(item)
+        claims = self._ids.claims()
+        state, events = self._convert(item, claims)
         if self._processor is not None:
             events = apply_processor(self._processor, item, events)
         frames = _fragmented(item, events)
         if self._run_id is None:
             self._thread_id, self._run_id = item.thread_id, item.run_id
         self._state = state
+        claims.commit()
         if self._retain_events:
             self._events.extend(frames)
         return frames
@@ -134,10 +139,10 @@ class HarnessAguiObserver:
                 "a new Harness Run needs a new observer"
             )
 
-    def _convert(self, item: SourceItem) -> tuple[Any, list[BaseEvent]]:
+    def _convert(self, item: SourceItem, ids: IdClaims) -> tuple[Any, list[BaseEvent]]:
         """The state after `item` and the events it produced; `self._state` is left untouched."""
         events: list[BaseEvent] = []
-        conversion = RunConversion(self._state, item, events)
+        conversion = RunConversion(self._state, item, events, ids=ids)
         conversion.convert()
         return conversion.state(), events
 

@@ -22,6 +22,7 @@ from runs.harness.events import HarnessEvent, HarnessExtensionEvent, InlineDeleg
 
 from .conversion import RunConversion, RunConversionState, SourceItem
 from .errors import AguiObservationError
+from .ids import IdClaims
 from .observer import HarnessAguiObserver
 
 __all__ = ("HarnessAguiStreamObserver", "StreamConversionState")
@@ -43,8 +44,9 @@ class HarnessAguiStreamObserver(HarnessAguiObserver):
 
     The first item binds the root run. Every other run id is taken to be an inline child (grandchildren
     included): its items are converted with their own cursors, its own RUN_* events are dropped, and all its
-    other events carry `subagentRunId`. The observer does not prove that a run belongs to this root; routing
-    unrelated runs here is a Host bug it cannot detect.
+    other events carry `subagentRunId`; its tool call and message ids are namespaced by its run id (`ids.py`),
+    so they cannot collide with the parent's. The observer does not prove that a run belongs to this root;
+    routing unrelated runs here is a Host bug it cannot detect.
     """
 
     _state: StreamConversionState
@@ -59,12 +61,14 @@ class HarnessAguiStreamObserver(HarnessAguiObserver):
                 f"thread correlation of run {item.run_id!r} changed from {known!r} to {item.thread_id!r}"
             )
 
-    def _convert(self, item: SourceItem) -> tuple[Any, list[BaseEvent]]:
+    def _convert(self, item: SourceItem, ids: IdClaims) -> tuple[Any, list[BaseEvent]]:
         state = self._state
         root = self._run_id or item.run_id
         attribution = None if item.run_id == root else item.run_id
         events: list[BaseEvent] = []
-        conversion = RunConversion(state.runs.get(item.run_id, _EMPTY_RUN), item, events, subagent_run_id=attribution)
+        conversion = RunConversion(
+            state.runs.get(item.run_id, _EMPTY_RUN), item, events, ids=ids, subagent_run_id=attribution
+        )
         delegation = _delegation(item)
         released: str | None = None
         if delegation is None or delegation.child_run_id is None:
@@ -72,12 +76,19 @@ class HarnessAguiStreamObserver(HarnessAguiObserver):
             if attribution is not None:
                 events[:] = [event for event in events if not isinstance(event, _RUN_SCOPED)]
         elif delegation.action == "started":
+            parent_run = None if delegation.parent_run_id == root else delegation.parent_run_id
+            parent_call = delegation.parent_tool_call_id
+            if parent_call is not None:
+                # The id the parent's lane shows for the call, so a client can nest the child under it.
+                parent_call = RunConversion(
+                    state.runs.get(delegation.parent_run_id or root, _EMPTY_RUN), item, [], subagent_run_id=parent_run
+                ).tool_call_id(parent_call)
             events.append(
                 SubagentStartedEvent(
                     subagent_run_id=delegation.child_run_id,
                     name=delegation.subagent,
-                    parent_tool_call_id=delegation.parent_tool_call_id,
-                    parent_subagent_run_id=None if delegation.parent_run_id == root else delegation.parent_run_id,
+                    parent_tool_call_id=parent_call,
+                    parent_subagent_run_id=parent_run,
                     timestamp=conversion.timestamp,
                 )
             )
@@ -87,7 +98,12 @@ class HarnessAguiStreamObserver(HarnessAguiObserver):
             child = conversion
             if released != item.run_id:
                 child = RunConversion(
-                    state.runs.get(released, _EMPTY_RUN), item, events, run_id=released, subagent_run_id=released
+                    state.runs.get(released, _EMPTY_RUN),
+                    item,
+                    events,
+                    ids=ids,
+                    run_id=released,
+                    subagent_run_id=released,
                 )
             child.close_messages()
             if delegation.action == "completed":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pydantic_core
@@ -27,7 +28,10 @@ if TYPE_CHECKING:
 __all__ = ("interrupts", "terminal_event", "token_usage")
 
 
-def terminal_event(item: HarnessRunResultEvent[Any]) -> RunFinishedEvent | RunErrorEvent:
+def terminal_event(
+    item: HarnessRunResultEvent[Any], tool_call_id: Callable[[str], str] = str
+) -> RunFinishedEvent | RunErrorEvent:
+    """The run's last event; `tool_call_id` maps a source call id to the AG-UI id the stream used for it."""
     result = item.result
     timestamp = timestamp_ms(item.occurred_at)
     raw: dict[str, Any] = {
@@ -59,7 +63,7 @@ def terminal_event(item: HarnessRunResultEvent[Any]) -> RunFinishedEvent | RunEr
     elif result.status == "suspended":
         assert result.deferred is not None
         output = None
-        outcome = RunFinishedInterruptOutcome(interrupts=interrupts(result.deferred))
+        outcome = RunFinishedInterruptOutcome(interrupts=interrupts(result.deferred, tool_call_id))
     else:
         output = None
         outcome = RunFinishedCancelledOutcome()
@@ -74,18 +78,20 @@ def terminal_event(item: HarnessRunResultEvent[Any]) -> RunFinishedEvent | RunEr
     )
 
 
-def interrupts(deferred: DeferredToolRequests) -> list[Interrupt]:
+def interrupts(deferred: DeferredToolRequests, tool_call_id: Callable[[str], str] = str) -> list[Interrupt]:
     """One `Interrupt` per deferred call, approvals first, identified by the target call the answer is for."""
-    return [_interrupt(call, "approval", deferred) for call in deferred.approvals] + [
-        _interrupt(call, "external", deferred) for call in deferred.calls
+    return [_interrupt(call, "approval", deferred, tool_call_id) for call in deferred.approvals] + [
+        _interrupt(call, "external", deferred, tool_call_id) for call in deferred.calls
     ]
 
 
-def _interrupt(call: DeferredToolCall, reason: str, deferred: DeferredToolRequests) -> Interrupt:
+def _interrupt(
+    call: DeferredToolCall, reason: str, deferred: DeferredToolRequests, tool_call_id: Callable[[str], str]
+) -> Interrupt:
     target = call.target_call
     return Interrupt(
         id=target.tool_call_id,
-        tool_call_id=call.model_call.tool_call_id,
+        tool_call_id=tool_call_id(call.model_call.tool_call_id),
         reason=reason,
         metadata={
             "tool_name": target.tool_name,

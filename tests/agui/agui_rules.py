@@ -41,8 +41,10 @@ def assert_agui_stream(events: Sequence[BaseEvent], *, complete: bool) -> None:
     exactly once; reasoning encrypted values belong to an open reasoning message; tool results follow the end
     of their call when the call was seen; subagent events sit between SUBAGENT_STARTED and the subagent's
     finish; nothing follows the root's RUN_FINISHED / RUN_ERROR. With `complete`, everything was closed.
+    Every toolCallId and every messageId is opened once in the whole run, subagents included.
     """
     open_entities: dict[tuple[str | None, str, str], int] = {}
+    opened_ids: set[tuple[str, str]] = set()
     ended: set[tuple[str | None, str, str]] = set()
     subagents_open: set[str] = set()
     subagents_done: set[str] = set()
@@ -83,6 +85,9 @@ def assert_agui_stream(events: Sequence[BaseEvent], *, complete: bool) -> None:
             key = (scope, kind, entity)
             if step == "start":
                 assert key not in open_entities and key not in ended, f"{where}: {key} started twice"
+                unique = ("tool" if kind == "tool" else "message", entity)
+                assert unique not in opened_ids, f"{where}: id {entity!r} was already used in this run"
+                opened_ids.add(unique)
                 open_entities[key] = position
             elif step == "content":
                 assert key in open_entities, f"{where}: content for {key}, which is not open"
@@ -96,6 +101,9 @@ def assert_agui_stream(events: Sequence[BaseEvent], *, complete: bool) -> None:
         elif event.type == EventType.TOOL_CALL_RESULT:
             key = (scope, "tool", event.tool_call_id)  # type: ignore[attr-defined]
             assert key not in open_entities, f"{where}: result for {key} before its call ended"
+            unique = ("message", event.message_id)  # type: ignore[attr-defined]
+            assert unique not in opened_ids, f"{where}: id {event.message_id!r} was already used in this run"  # type: ignore[attr-defined]
+            opened_ids.add(unique)
     if complete:
         assert run_started, "the run never started"
         assert not subagents_open, f"subagents never finished: {subagents_open}"

@@ -6,7 +6,8 @@ signatures early or late, provider ids or none), answers some tool calls, and en
 cancelled, suspended on approvals and external calls, or not at all (the stream died). Failing and cancelled
 runs may stop mid-part. With `children`, a `delegate` tool call runs an inline child (and maybe a
 grandchild) whose items sit between its delegation facts, and may be cut off mid-part before the parent
-reports it completed or failed.
+reports it completed or failed. Provider ids are either unique or numbered per response (`call_0`, `msg_1`),
+as some OpenAI-compatible servers do, so they repeat across responses and between parent and child.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class Stream:
 def _text_part(draw: st.DrawFn, stream: Stream, run: SourceRun, index: int) -> list[Any]:
     chunks = draw(_chunks)
     content = "".join(chunks)
-    provider_id = stream.next_id("msg") if draw(st.booleans()) else None
+    provider_id = draw(st.sampled_from([stream.next_id("msg"), f"msg_{index}", None]))
     shape = draw(st.sampled_from(["start", "deltas_only", "end_only"]))
     events: list[Any] = []
     if shape == "start":
@@ -95,7 +96,7 @@ def _tool_part(
     draw: st.DrawFn, stream: Stream, run: SourceRun, index: int, name: str | None = None
 ) -> tuple[list[Any], ToolCallPart]:
     tool_name = name or draw(st.sampled_from(["weather", "search", "rm"]))
-    call_id = stream.next_id(f"call-{run.run_id}")
+    call_id = draw(st.sampled_from([stream.next_id(f"call-{run.run_id}"), f"call_{index}"]))
     args = draw(
         st.none()
         | st.dictionaries(st.sampled_from(["city", "q", "n"]), st.integers(0, 9) | _words, max_size=3)
@@ -209,6 +210,8 @@ def generated_runs(draw: st.DrawFn, *, children: int = 0) -> Stream:
     elif ending == "cancelled":
         stream.items.append(run.cancelled())
     elif ending == "suspended":
+        # A numbered id may have been reused by a later response; only the latest call with an id is open.
+        pending = list({call.tool_call_id: call for call in pending}.values())
         split = draw(st.integers(0, len(pending)))
         stream.items.append(run.suspended(approvals=pending[:split], calls=pending[split:]))
     stream.terminal = ending != "none"

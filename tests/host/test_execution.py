@@ -30,30 +30,11 @@ from runs.services import checkpoints, executions, forks, journal, leases, recov
 from runs.services.codec import decode_item, item_kind
 from tests.host import builders
 
-pytestmark = pytest.mark.django_db
-
-DEMO_TOOLS = [
-    "lookup_record",
-    "search_records",
-    "deploy_release",
-    "ask_operator",
-    "slow_step",
-    "delegate_to_researcher",
-]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_recovery_backoff")]
 
 
 class Crash(BaseException):
     """Stands in for kill -9: nothing below the worker's loop handles it."""
-
-
-@pytest.fixture
-def demo_thread() -> Thread:
-    return builders.thread(model="demo", tools=DEMO_TOOLS)
-
-
-@pytest.fixture(autouse=True)
-def _no_backoff(settings):
-    settings.HARNESS_RECOVERY_BACKOFF_SECONDS = 0
 
 
 def start(thread: Thread, text: str) -> Run:

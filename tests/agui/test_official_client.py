@@ -1,0 +1,113 @@
+"""The official `@ag-ui/client` accepts the projection: `verifyEvents` and the @ag-ui/core schemas, run by node.
+
+Every demo scenario of the engine (delegation, approval and its resume, a question and its answer, cancellation
+inside and outside a child, a run continuing an interrupted history) and a generated sample of whole runs with
+nested children and provider ids that repeat (numbered per response, reused by children).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ag_ui.core import BaseEvent, EventType
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from observers.agui import HarnessAguiStreamObserver
+from runs.harness import DeferredToolResume, HarnessRunResultEvent, HarnessStreamEvent
+from runs.harness.demo import build_demo_agent
+from tests.agui_js.client import assert_verified, require_client, verify_streams
+
+from .generated_runs import Stream, generated_runs
+
+PROPERTY_SETTINGS = settings.get_profile(os.environ.get("AGUI_HYPOTHESIS_PROFILE", "agui"))
+PROMPTS = [
+    "hello there",
+    "please look up the record",
+    "fail please",
+    "ask the operator",
+    "deploy it",
+    "delegate some research",
+    "tour",
+    "drill the lookups",
+]
+
+
+def projected(items: list[HarnessStreamEvent[Any]]) -> list[BaseEvent]:
+    observer = HarnessAguiStreamObserver()
+    return [event for item in items for event in observer.observe(item)]
+
+
+async def run_items(prompt: str | None = None, *, cancel_at: str | None = None, **options: Any) -> list[Any]:
+    """One engine run; with `cancel_at` ("root" or "child") it is cancelled at the first text delta there."""
+    stream = build_demo_agent().stream(prompt, **options)
+    items: list[Any] = []
+    async with stream:
+        async for item in stream:
+            items.append(item)
+            delta = type(getattr(item, "event", None)).__name__ == "PartDeltaEvent"
+            if cancel_at and delta and (item.run_id != stream.run_id) == (cancel_at == "child"):
+                stream.cancel()
+    return items
+
+
+async def resumed(items: list[Any], answer: str) -> list[Any]:
+    """The next run after a suspension, answered the way an operator would."""
+    result = items[-1].result
+    deferred = result.deferred
+    if answer == "approve":
+        results = deferred.build_results(approve_all=True)
+    else:
+        results = deferred.build_results(calls={entry.target_call.tool_call_id: answer for entry in deferred.calls})
+    return await run_items(previous_state=result.state, deferred_resume=DeferredToolResume(deferred, results))
+
+
+async def test_every_demo_scenario_passes_the_official_client() -> None:
+    require_client()
+    streams: dict[str, list[BaseEvent]] = {}
+    for prompt in PROMPTS:
+        streams[prompt] = projected(await run_items(prompt))
+    deploy = await run_items("deploy it")
+    streams["deploy, approved"] = projected(await resumed(deploy, "approve"))
+    question = await run_items("ask the operator")
+    streams["question, answered"] = projected(await resumed(question, "production"))
+    streams["cancelled in the root"] = projected(await run_items("hello there", cancel_at="root"))
+    child_cancelled = await run_items("delegate some research", cancel_at="child")
+    streams["cancelled inside the child"] = projected(child_cancelled)
+    assert isinstance(child_cancelled[-1], HarnessRunResultEvent) and child_cancelled[-1].result.status == "cancelled"
+    # A recovery run continues the history an interrupted run left behind.
+    continued = await run_items(previous_state=child_cancelled[-1].result.state)
+    streams["continued after a cancellation"] = projected(continued)
+
+    delegated = streams["delegate some research"]
+    children = {getattr(event, "subagent_run_id", None) for event in delegated} - {None}
+    assert children, "the delegation scenario has no child lane"
+    assert_verified(streams)
+    # The whole list as one stream too: the official client accepts runs one after another.
+    assert_verified({"all runs in sequence": [event for events in streams.values() for event in events]})
+
+
+def test_the_client_rejects_a_child_that_reuses_its_parents_tool_call_id() -> None:
+    """The check can fail: the stream the projection produced before ids were namespaced."""
+    parent = {"type": EventType.TOOL_CALL_START.value, "toolCallId": "call-1-0", "toolCallName": "delegate"}
+    child = {**parent, "toolCallName": "lookup_record", "subagentRunId": "child-run"}
+    stream = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        parent,
+        {"type": "TOOL_CALL_END", "toolCallId": "call-1-0"},
+        {"type": "SUBAGENT_STARTED", "subagentRunId": "child-run", "name": "researcher"},
+        child,
+    ]
+    (errors,) = verify_streams({"reused": stream}).values()
+    assert errors and "does not match the tool call 'call-1-0'" in errors[0]
+
+
+@settings(PROPERTY_SETTINGS, max_examples=max(8, PROPERTY_SETTINGS.max_examples // 2))
+@given(data=st.data())
+def test_generated_runs_pass_the_official_client(data: st.DataObject) -> None:
+    streams: dict[str, list[BaseEvent]] = {}
+    for number in range(4):
+        stream: Stream = data.draw(generated_runs(children=2))
+        streams[f"generated {number}"] = projected(stream.items)
+    assert_verified(streams)

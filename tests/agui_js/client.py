@@ -1,0 +1,53 @@
+"""Runs the official `@ag-ui/client` scripts of this folder with node (installed by bin/setup)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ag_ui.core import BaseEvent
+
+HERE = Path(__file__).resolve().parent
+
+
+def require_client() -> str:
+    """The node binary, or a skip naming what bin/setup would have installed."""
+    node = shutil.which("node")
+    if node is None or not (HERE / "node_modules" / "@ag-ui" / "client").is_dir():
+        pytest.skip("node and @ag-ui/client are missing; run bin/setup")
+    return node
+
+
+def wire(event: BaseEvent | Mapping[str, Any]) -> Mapping[str, Any]:
+    """An event as it travels (camelCase, no nulls), whether given as a model or as stored JSON."""
+    if isinstance(event, BaseEvent):
+        return event.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return event
+
+
+def verify_streams(streams: Mapping[str, Sequence[BaseEvent | Mapping[str, Any]]]) -> dict[str, list[str]]:
+    """Each stream checked by `verifyEvents` and each event by the @ag-ui/core schema; errors per stream."""
+    node = require_client()
+    payload = {name: [wire(event) for event in events] for name, events in streams.items()}
+    done = subprocess.run(
+        [node, str(HERE / "verify.mjs")],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def assert_verified(streams: Mapping[str, Sequence[BaseEvent | Mapping[str, Any]]]) -> None:
+    report = verify_streams(streams)
+    failing = {name: errors for name, errors in report.items() if errors}
+    assert not failing, json.dumps(failing, indent=2)
+    assert set(report) == set(streams)

@@ -1,0 +1,22 @@
+"""Fixtures of the host tests that execute demo runs in this process."""
+
+from __future__ import annotations
+
+import pytest
+
+from runs.harness.demo import demo_tools
+from runs.models import Thread
+from tests.host import builders
+
+DEMO_TOOLS = sorted(demo_tools())
+
+
+@pytest.fixture
+def demo_thread() -> Thread:
+    return builders.thread(model="demo", tools=DEMO_TOOLS)
+
+
+@pytest.fixture
+def no_recovery_backoff(settings):
+    """A recovery run may start as soon as the dead lane is closed."""
+    settings.HARNESS_RECOVERY_BACKOFF_SECONDS = 0
