@@ -11,17 +11,21 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 
-from runs.models import AgentProfile, Decision, HostPolicy, HostPolicyVersion, ToolRecovery
+from runs.models import POLICY_VERSION_LIMITS, AgentProfile, Decision, HostPolicy, HostPolicyVersion, ToolRecovery
 from runs.services import toolbox
+from runs.services.dry_run import dry_run
 from runs.services.policy import (
     POLICY_VERSION_FIELDS,
+    ApprovalRule,
     parse_approval_rules,
     parse_redact_patterns,
     publish_policy_version,
 )
+from runs.services.rule_checks import effective_approvals, rule_problems
 
 
 class AgentProfileForm(forms.ModelForm):
@@ -43,7 +47,7 @@ class AgentProfileForm(forms.ModelForm):
 
     def clean_enabled_tools(self) -> list[str]:
         chosen = self.cleaned_data["enabled_tools"]
-        unknown = sorted(set(chosen) - set(toolbox.tool_names()))
+        unknown = toolbox.unknown(chosen)
         if unknown:
             raise forms.ValidationError(f"Not in the host tool registry: {', '.join(unknown)}")
         return list(chosen)
@@ -65,6 +69,16 @@ def _default(name: str) -> Any:
     return default() if callable(default) else default
 
 
+def _bounded(name: str, help_text: str, *, floor: int | None = None) -> forms.IntegerField:
+    """A form field for one of the policy's numbers, within the range its database constraint allows."""
+    low, high = POLICY_VERSION_LIMITS[name]
+    low = max(low, floor) if floor is not None else low
+    return forms.IntegerField(min_value=low, max_value=high, help_text=f"{help_text} ({low}–{high})")
+
+
+DRY_RUN_BUTTON = "_dryrun"
+
+
 class HostPolicyForm(forms.ModelForm):
     """The policy's name plus the fields of the version that saving will publish."""
 
@@ -80,10 +94,11 @@ class HostPolicyForm(forms.ModelForm):
     tool_recovery = forms.ChoiceField(
         choices=ToolRecovery.choices, help_text="What a recovery run does with a tool call whose outcome is unknown."
     )
-    max_attempts = forms.IntegerField(min_value=1, help_text="Runs per execution before recovery gives up.")
-    lease_seconds = forms.IntegerField(min_value=5, help_text="A worker's lease; an expired lease means it died.")
-    approval_timeout_seconds = forms.IntegerField(
-        min_value=0, help_text="Unanswered requests are denied by the host after this long; 0 = never."
+    max_attempts = _bounded("max_attempts", "Runs per execution before recovery gives up.")
+    # Shorter leases are allowed by the table (tests use them) but expire under ordinary load.
+    lease_seconds = _bounded("lease_seconds", "A worker's lease in seconds; an expired lease means it died.", floor=5)
+    approval_timeout_seconds = _bounded(
+        "approval_timeout_seconds", "Seconds until the host denies unanswered requests; 0 = never."
     )
     redact_patterns = forms.JSONField(
         required=False,
@@ -94,6 +109,14 @@ class HostPolicyForm(forms.ModelForm):
     comment = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 90}), help_text="Why this change."
     )
+    dry_run_last = forms.IntegerField(
+        required=False,
+        initial=20,
+        min_value=1,
+        max_value=200,
+        label="Executions",
+        help_text="How many of the newest executions a dry run reads.",
+    )
 
     class Meta:
         model = HostPolicy
@@ -101,6 +124,7 @@ class HostPolicyForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.dry_run_requested = DRY_RUN_BUTTON in self.data
         current = self.instance.current_version if self.instance.pk else None
         for name in POLICY_VERSION_FIELDS:
             self.fields[name].initial = getattr(current, name) if current else _default(name)
@@ -110,9 +134,13 @@ class HostPolicyForm(forms.ModelForm):
     def clean_approval_rules(self) -> list[Any]:
         rules = self.cleaned_data["approval_rules"] or []
         try:
-            parse_approval_rules(rules)
+            parsed = parse_approval_rules(rules)
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from exc
+        problems = rule_problems(parsed, toolbox.registry())
+        if problems:
+            raise forms.ValidationError(problems)
+        self.parsed_rules = parsed
         return rules
 
     def clean_redact_patterns(self) -> list[str]:
@@ -123,8 +151,20 @@ class HostPolicyForm(forms.ModelForm):
             raise forms.ValidationError(str(exc)) from exc
         return patterns
 
+    def is_valid(self) -> bool:
+        # A dry run validates everything a save would, but must never reach the admin's save: reporting
+        # "not valid" without errors makes the admin render the form again, where the result is added.
+        return super().is_valid() and not self.dry_run_requested
+
     def version_values(self) -> dict[str, Any]:
         return {name: self.cleaned_data[name] for name in POLICY_VERSION_FIELDS}
+
+    def rules_to_show(self) -> tuple[ApprovalRule, ...] | None:
+        """The rules the page explains: the submitted ones once valid, else those of the current version."""
+        if self.is_bound:
+            return getattr(self, "parsed_rules", None) if not self.errors else None
+        current = self.instance.current_version if self.instance.pk else None
+        return parse_approval_rules(current.approval_rules if current else [])
 
 
 class HostPolicyVersionInline(admin.TabularInline):
@@ -167,6 +207,16 @@ def version_changes(version: HostPolicyVersion) -> str:
     return format_html_join(mark_safe("<br>"), "<code>{}</code>: {} → {}", changed)
 
 
+def approvals_summary(rules: tuple[ApprovalRule, ...]) -> str:
+    """One line for the message after a save: which tools now ask for approval, and for which calls."""
+    parts = [
+        f"{tools.tool} ({'; '.join(f'{r.calls}, by {r.source}' for r in tools.requirements)})"
+        for tools in effective_approvals(rules, toolbox.registry())
+        if tools.requirements
+    ]
+    return "Approval is required for: " + ", ".join(parts) if parts else "No tool requires approval."
+
+
 @admin.register(HostPolicy)
 class HostPolicyAdmin(admin.ModelAdmin):
     form = HostPolicyForm
@@ -199,6 +249,20 @@ class HostPolicyAdmin(admin.ModelAdmin):
         current = obj.current_version
         if current is None or any(getattr(current, name) != value for name, value in values.items()):
             publish_policy_version(obj, created_by=request.user, comment=form.cleaned_data["comment"], **values)
+        self.message_user(request, approvals_summary(form.parsed_rules))
+
+    def render_change_form(
+        self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any
+    ) -> TemplateResponse:
+        form: HostPolicyForm = context["adminform"].form
+        rules = form.rules_to_show()
+        if rules is not None:
+            context["effective_approvals"] = effective_approvals(rules, toolbox.registry())
+            if form.dry_run_requested:
+                last = form.cleaned_data.get("dry_run_last") or form.fields["dry_run_last"].initial
+                context["dry_run"] = dry_run(rules, last=last, tools=toolbox.registry())
+        context["dry_run_button"] = DRY_RUN_BUTTON
+        return super().render_change_form(request, context, *args, **kwargs)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Executions and runs point at its versions; a policy is changed, never removed.

@@ -49,6 +49,15 @@ class ToolRecovery(models.TextChoices):
     ALWAYS = "always"
 
 
+# The numbers a policy version may hold, inclusive. They are CHECK constraints, so no value the worker and the
+# sweeper turn into a timedelta (or count attempts with) can be out of range, whoever writes the row.
+POLICY_VERSION_LIMITS: dict[str, tuple[int, int]] = {
+    "max_attempts": (1, 20),
+    "lease_seconds": (1, 3600),
+    "approval_timeout_seconds": (0, 30 * 24 * 3600),
+}
+
+
 class HostPolicyVersion(models.Model):
     """One immutable version of a policy: approval rules, recovery mode and the limits runs obey."""
 
@@ -65,7 +74,15 @@ class HostPolicyVersion(models.Model):
     comment = models.TextField(blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["policy", "number"], name="policy_version_number_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["policy", "number"], name="policy_version_number_unique"),
+            *(
+                models.CheckConstraint(
+                    condition=Q(**{f"{name}__gte": low, f"{name}__lte": high}), name=f"policy_version_{name}_range"
+                )
+                for name, (low, high) in POLICY_VERSION_LIMITS.items()
+            ),
+        ]
         ordering = ["policy", "number"]
 
     def __str__(self) -> str:

@@ -24,7 +24,7 @@ from pydantic_ai.capabilities import AbstractCapability
 
 from observers.agui.processor import MUTABLE_FIELDS
 from runs.harness.recovery import tool_call_approved
-from runs.models import HostPolicy, HostPolicyVersion
+from runs.models import POLICY_VERSION_LIMITS, HostPolicy, HostPolicyVersion
 
 APPROVAL_CAPABILITY_ID = "host.approval_policy"
 REDACTED = "[redacted]"
@@ -89,12 +89,25 @@ _RULES_ADAPTER = TypeAdapter(tuple[ApprovalRule, ...])
 def parse_approval_rules(value: Any) -> tuple[ApprovalRule, ...]:
     """Validate the JSON stored in `HostPolicyVersion.approval_rules`; `ValueError` with a readable message."""
     try:
-        return _RULES_ADAPTER.validate_python(value or ())
+        rules = _RULES_ADAPTER.validate_python(value or ())
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in error['loc']) or 'rules'}: {error['msg']}" for error in exc.errors()
         )
         raise ValueError(f"Invalid approval rules: {problems}") from exc
+    try:
+        # Python's JSON reads NaN and Infinity, which the database's JSON check (rightly) refuses.
+        json.dumps(value, allow_nan=False)
+    except ValueError as exc:
+        raise ValueError("Invalid approval rules: numbers must be finite (no NaN or Infinity).") from exc
+    return rules
+
+
+def check_limits(values: Mapping[str, Any]) -> None:
+    """Refuse numbers outside `POLICY_VERSION_LIMITS` with a readable `ValueError` (the table refuses them too)."""
+    for name, (low, high) in POLICY_VERSION_LIMITS.items():
+        if name in values and not (isinstance(values[name], int) and low <= values[name] <= high):
+            raise ValueError(f"{name} must be a whole number from {low} to {high}, not {values[name]!r}.")
 
 
 def parse_redact_patterns(value: Any) -> tuple[re.Pattern[str], ...]:
@@ -275,6 +288,7 @@ def publish_policy_version(
     if unknown:
         raise TypeError(f"Not policy version fields: {sorted(unknown)}")
     parse_approval_rules(values.get("approval_rules"))
+    check_limits(values)
     if "redact_patterns" in values:
         parse_redact_patterns(values["redact_patterns"])
     with transaction.atomic():

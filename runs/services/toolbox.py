@@ -8,6 +8,7 @@ of its own.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -15,12 +16,16 @@ from pydantic_ai import Tool
 
 from runs.harness.demo import demo_definition
 
-__all__ = ("get_tool", "resolve", "tool_names")
+__all__ = ("get_tool", "registry", "resolve", "tool_names", "unknown")
 
 
 @cache
 def _registry() -> dict[str, Tool[Any]]:
     return {tool.name: tool for tool in demo_definition().tools}
+
+
+def registry() -> Mapping[str, Tool[Any]]:
+    return _registry()
 
 
 def tool_names() -> list[str]:
@@ -31,10 +36,14 @@ def get_tool(name: str) -> Tool[Any] | None:
     return _registry().get(name)
 
 
+def unknown(names: list[str]) -> list[str]:
+    """The names that are not in the registry, sorted."""
+    return sorted(set(names) - set(_registry()))
+
+
 def resolve(names: list[str]) -> list[Tool[Any]]:
     """The tools of a profile; an unknown name is an error, not a silently smaller agent."""
-    registry = _registry()
-    unknown = [name for name in names if name not in registry]
-    if unknown:
-        raise LookupError(f"the profile enables tools this Host does not have: {', '.join(unknown)}")
-    return [registry[name] for name in names]
+    missing = unknown(names)
+    if missing:
+        raise LookupError(f"the profile enables tools this Host does not have: {', '.join(missing)}")
+    return [_registry()[name] for name in names]
