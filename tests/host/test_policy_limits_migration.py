@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-MIGRATION = ("runs", "0004_policy_version_limits")
+MIGRATION = ("runs", "0005_policy_version_limits")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -29,7 +29,7 @@ def test_out_of_range_versions_are_clamped_with_a_note_and_good_ones_are_left_al
 
     broken, sound = HostPolicyVersion.objects.get(pk=broken.pk), HostPolicyVersion.objects.get(pk=sound.pk)
     assert (broken.lease_seconds, broken.max_attempts, broken.approval_timeout_seconds) == (3600, 1, 2592000)
-    assert broken.comment.startswith("old\n[migration 0004 clamped out-of-range values: ")
+    assert broken.comment.startswith("old\n[migration 0005 clamped out-of-range values: ")
     assert f"lease_seconds {10**15} -> 3600" in broken.comment and "max_attempts 0 -> 1" in broken.comment
     assert (sound.lease_seconds, sound.max_attempts, sound.comment) == (30, 3, "fine")
     printed = capsys.readouterr().out

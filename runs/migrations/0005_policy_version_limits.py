@@ -27,7 +27,7 @@ def clamp_out_of_range_versions(apps, schema_editor):
                 setattr(version, name, clamped)
                 notes.append(f"{name} {value} -> {clamped}")
         if notes:
-            note = f"[migration 0004 clamped out-of-range values: {', '.join(notes)}]"
+            note = f"[migration 0005 clamped out-of-range values: {', '.join(notes)}]"
             version.comment = f"{version.comment}\n{note}" if version.comment else note
             version.save(update_fields=[*LIMITS, "comment"])
             print(f"\n  policy version {version.pk} (number {version.number}): {note}")
@@ -35,7 +35,7 @@ def clamp_out_of_range_versions(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0003_tool_dispatch"),
+        ("runs", "0004_checkpoint_chains_and_hmac"),
     ]
 
     operations = [
