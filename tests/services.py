@@ -220,3 +220,54 @@ def running(process: ManagedProcess) -> Iterator[ManagedProcess]:
         yield process
     finally:
         process.stop()
+
+
+class Supervised:
+    """`deploy/supervisord.conf` (what `bin/run` starts) in a directory of its own, on free ports."""
+
+    def __init__(self, env: dict[str, str], *, workers: int = 1, web: int = 1) -> None:
+        self.var_dir = Path(tempfile.mkdtemp(prefix="harness-supervised-"))
+        (self.var_dir / "redis").mkdir()
+        (self.var_dir / "log").mkdir()
+        self.port, self.redis_port = free_port(), free_port()
+        self.redis_url = f"redis://127.0.0.1:{self.redis_port}/0"
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **env,
+            "HARNESS_VAR_DIR": str(self.var_dir),
+            "HARNESS_PORT": str(self.port),
+            "REDIS_PORT": str(self.redis_port),
+            "REDIS_URL": self.redis_url,
+            "HARNESS_WORKERS": str(workers),
+            "HARNESS_WEB": str(web),
+            "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
+        }
+        self.supervisord = ManagedProcess(
+            "supervisord", [str(Path(sys.executable).parent / "supervisord"), "-c", "deploy/supervisord.conf"], self.env
+        )
+
+    def start(self) -> Supervised:
+        self.supervisord.start()
+        wait_until(lambda: self.socket_path.exists(), timeout=20, what="supervisord's control socket")
+        return self
+
+    @property
+    def socket_path(self) -> Path:
+        return self.var_dir / "supervisor.sock"
+
+    def processes(self) -> dict[str, dict]:
+        """supervisord's view of every process, by name (`worker-0`, `web-1`, `redis`, ...)."""
+        from xmlrpc.client import ServerProxy
+
+        from supervisor.xmlrpc import SupervisorTransport
+
+        transport = SupervisorTransport(None, None, serverurl=f"unix://{self.socket_path}")
+        proxy = ServerProxy("http://127.0.0.1", transport=transport)
+        return {info["name"]: info for info in proxy.supervisor.getAllProcessInfo()}
+
+    def stop(self) -> None:
+        """What Ctrl-C on `bin/run` does: supervisord stops every process, then itself."""
+        if self.supervisord.running:
+            self.supervisord.process.send_signal(signal.SIGINT)
+            self.supervisord.process.wait(timeout=90)
+        shutil.rmtree(self.var_dir, ignore_errors=True)

@@ -2,7 +2,7 @@
 
 Most executions are queued for the RQ worker. One is started right here and stopped dead after a few
 checkpoints, as if its worker had been killed: once its lease expires the sweeper (`harness_recover`, the
-Procfile's `sweeper`) closes its lane and a recovery run on the worker finishes it.
+`sweeper` of `bin/run`) closes its lane and a recovery run on the worker finishes it.
 """
 
 from __future__ import annotations
