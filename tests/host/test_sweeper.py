@@ -14,7 +14,8 @@ from runs.models import Execution, ExecutionStatus, HostPolicyVersion, Run, RunS
 from runs.services import recovery, runner
 from runs.services.sweep_failures import SWEEP_FAILED
 from tests.host import builders
-from tests.host.test_execution import DEMO_TOOLS, Crash, crash_at_model_request, expire_leases
+from tests.host.conftest import DEMO_TOOLS
+from tests.host.test_execution import Crash, crash_at_model_request, expire_leases
 
 pytestmark = pytest.mark.django_db
 
