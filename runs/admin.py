@@ -6,6 +6,7 @@ A policy is edited through the fields of its current version; saving publishes a
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -198,7 +199,7 @@ def version_changes(version: HostPolicyVersion) -> str:
     if previous is None:
         return mark_safe("<em>first version</em>")
     changed = [
-        (name, getattr(previous, name), getattr(version, name))
+        (name, json.dumps(getattr(previous, name)), json.dumps(getattr(version, name)))
         for name in POLICY_VERSION_FIELDS
         if getattr(previous, name) != getattr(version, name)
     ]

@@ -29,6 +29,7 @@ from runs.models import POLICY_VERSION_LIMITS, HostPolicy, HostPolicyVersion
 APPROVAL_CAPABILITY_ID = "host.approval_policy"
 REDACTED = "[redacted]"
 DEFAULT_REASON = "Host policy requires approval for this tool."
+TOOL_OWN_REASON = "The tool itself asks for approval."
 
 
 class ArgumentCondition(BaseModel):
@@ -184,7 +185,7 @@ def approval_capability(version: HostPolicyVersion | None) -> HostApprovalCapabi
 def approval_reason(version: HostPolicyVersion | None, tool_name: str, args: Mapping[str, Any] | None) -> str:
     """Why a deferred approval was asked for: the reason of the first rule matching this call."""
     rule = approval_policy(version).matching_rule(tool_name, args or {})
-    return rule.reason_text if rule is not None else "The tool itself asks for approval."
+    return rule.reason_text if rule is not None else TOOL_OWN_REASON
 
 
 def expiry_for(version: HostPolicyVersion | None, created_at: datetime) -> datetime | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic_ai import Tool
 
-from .policy import ApprovalRule, ArgumentCondition
+from .policy import TOOL_OWN_REASON, ApprovalRule, ArgumentCondition
 
 __all__ = ("Requirement", "ToolApprovals", "effective_approvals", "rule_problems")
 
@@ -134,7 +134,7 @@ def effective_approvals(rules: tuple[ApprovalRule, ...], tools: Mapping[str, Too
     for name in sorted(tools):
         requirements = []
         if tools[name].requires_approval:
-            requirements.append(Requirement("the tool itself", "every call", "The tool declares it needs approval."))
+            requirements.append(Requirement("the tool itself", "every call", TOOL_OWN_REASON))
         requirements += [
             Requirement(f"rule {number}", _calls(rule), rule.reason_text)
             for number, rule in enumerate(rules, start=1)

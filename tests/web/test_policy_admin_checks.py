@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 
 from runs.models import POLICY_VERSION_LIMITS, HostPolicy, HostPolicyVersion
 from runs.services import executions, runner
-from runs.services.policy import publish_policy_version
+from runs.services.policy import approval_reason, publish_policy_version
 from tests.host import builders
 from tests.web.test_approval_admin import change_url, policy_form
 
@@ -133,7 +133,8 @@ def test_the_change_form_shows_what_asks_for_approval_including_the_tools_own_de
     page = admin_client.get(change_url(default_policy()))
 
     effective = {tool.tool: tool for tool in page.context["effective_approvals"]}
-    assert [r.source for r in effective["deploy_release"].requirements] == ["the tool itself"]
+    [own] = effective["deploy_release"].requirements
+    assert (own.source, own.calls, own.reason) == ("the tool itself", "every call", approval_reason(None, "x", {}))
     assert effective["lookup_record"].requirements == ()
     assert "What asks for approval" in page.content.decode()
 
@@ -154,6 +155,8 @@ def test_saving_says_which_tools_now_ask_for_approval(admin_client):
     assert "search_records" not in message
     page = admin_client.get(change_url(default_policy())).content.decode()
     assert "Records are private." in page and "calls where seconds gt 60" in page
+    # The version history shows the change as JSON, as it was typed, not as a Python repr.
+    assert "<code>approval_rules</code>: [] → [{&quot;tool&quot;: &quot;lookup_record&quot;" in page
 
 
 # -- dry run ---------------------------------------------------------------------------------------------------
