@@ -31,7 +31,7 @@ QUICK_SIZES = "1k"
 REPEATS = 5
 # A smoke run of the suite itself: fewer repetitions, so the test suite can afford it.
 QUICK_REPEATS = 3
-SQLITE_BENCHMARKS = ("observer", "journal", "replay", "live", "browser")
+SQLITE_BENCHMARKS = ("hosting", "observer", "journal", "replay", "live", "browser")
 POSTGRES_BENCHMARKS = ("journal",)
 # redis-py 8 reads with a 5 s socket timeout, the same as channels-redis's blocking BZPOPMIN: a consumer whose
 # channel stays idle that long (e.g. during a long replay) can lose the race and die with close code 1011.

@@ -6,8 +6,16 @@ timeline rows, one transaction, publication to the real Redis channel layer afte
 checkpoints with the state the stream exported there, and the result. Only the engine is left out (its items
 and boundary states were produced beforehand), so the figure is the Host's own cost per item.
 
-The baseline inserts the same encoded journal rows with the raw driver (sqlite3 `executemany`, psycopg
-`COPY`) in one transaction: the fastest way this machine can make those rows durable.
+The baseline inserts the same encoded journal rows and the same timeline rows (their AG-UI JSON encoded
+beforehand) with the raw driver (sqlite3 `executemany`, psycopg `COPY`) in one transaction, into the same
+database at the same depth: the fastest way this machine can make those rows durable.
+
+At each boundary the subject also does the engine's `export_state()` work (`HistoryEncoder.encode` of the
+history's messages, which keep their identity from one boundary to the next as in a live stream, and the new
+envelope); the encoder is warmed up to the last boundary before the window, as a live run's would be. The
+run's end (the outcome with the terminal checkpoint) is timed apart and reported as `end_ms`, so the growth
+figure is the per-item cost away from the end. Every case also reports the bytes the whole run's checkpoints
+take as the write path stores them (a chain of deltas and bases) against its journal's bytes.
 
 Growth is measured as the cost of the *last* `WINDOW` items of a run of 1k, 10k or 100k items: the run's
 earlier items are already journaled and projected (seeded untimed), so the window is written at the depth
@@ -19,7 +27,9 @@ from __future__ import annotations
 
 import copy
 import sqlite3
+import statistics
 from datetime import timedelta
+from typing import Any
 
 from asgiref.sync import async_to_sync
 
@@ -34,6 +44,7 @@ TARGET = Target("relative_throughput", ">=", 0.5, "host write path at least 50% 
 WINDOW = 1_000
 QUICK_WINDOW = 300
 _COLUMNS = ("run_id", "index", "source_run_id", "source_sequence", "kind", "occurred_at", "payload", "codec_version")
+_TIMELINE_COLUMNS = ("execution_id", "position", "run_id", "subagent_run_id", "event_type", "event", "occurred_at")
 
 
 class _RunAtDepth:
@@ -75,6 +86,52 @@ class _RunAtDepth:
         TimelineEvent.objects.bulk_create(rows, batch_size=2000)
         self.position = TimelineEvent.objects.filter(execution_id=self.run.execution_id).aggregate(m=Max("position"))
         self.position = self.position["m"] or 0
+        self.window_events = self._window_events()
+        self.messages = _shared_messages(synthetic)
+        self.end_seconds: list[float] = []
+
+    def _window_events(self) -> list[tuple[Any, ...]]:
+        """The window's timeline rows as the baseline inserts them (projected and JSON-encoded beforehand)."""
+        import json
+
+        from runs.services.projection import dump_event
+
+        observer = copy.copy(self.observer)
+        rows = []
+        for item in self.synthetic.items[self.start :]:
+            for event in observer.observe(item):
+                dumped = dump_event(event)
+                rows.append(
+                    (
+                        self.run.execution_id,
+                        self.position + len(rows) + 1,
+                        self.run.pk,
+                        dumped.get("subagentRunId", ""),
+                        dumped["type"],
+                        json.dumps(dumped),
+                        item.occurred_at,
+                    )
+                )
+        return rows
+
+    def _exporter(self) -> Any:
+        """`export(boundary)` for the writer: the engine's export work, with an encoder warmed up to the window."""
+        from runs.harness.state import HistoryEncoder
+
+        encoder = HistoryEncoder()
+        before = [b for b in self.synthetic.boundaries if b.position < self.start]
+        if before:
+            encoder.encode(self.messages[before[-1].position])
+
+        def export(boundary: Any) -> Any:
+            state = boundary.state
+            return state.with_encoded_history(
+                encoder.encode(self.messages[boundary.position]),
+                agent_context_state=state.agent_context_state,
+                environment_states_json=b"{}",
+            )
+
+        return export
 
     def reset(self) -> None:
         """Delete what the window wrote and give the run its lease back (the window ends with the result)."""
@@ -111,9 +168,13 @@ class _RunAtDepth:
         # observer continues from the window's start without disturbing the next repetition's copy.
         projection = RunProjection(self.run, copy.copy(self.observer))
         # Inside async_to_sync like `runner.execute_run`: publication then reuses the worker's event loop.
+        export = self._exporter()
         with stopwatch() as elapsed:
-            async_to_sync(write_like_worker)(self.run, self.lease, projection, self.synthetic, start=self.start)
-        return elapsed()
+            end = async_to_sync(write_like_worker)(
+                self.run, self.lease, projection, self.synthetic, start=self.start, export=export
+            )
+        self.end_seconds.append(end)
+        return elapsed() - end
 
     def bulk_insert(self) -> float:
         from django.db import connection
@@ -136,15 +197,22 @@ class _RunAtDepth:
             )
             for index, entry in enumerate(self.synthetic.encoded[self.start :], start=self.start)
         ]
+        events = self.window_events
+        timeline_columns = ", ".join(f'"{column}"' for column in _TIMELINE_COLUMNS)
         settings = connection.settings_dict
         if connection.vendor == "sqlite":
             rows = [(*row[:5], row[5].isoformat(), *row[6:]) for row in rows]
+            events = [(*row[:6], row[6].isoformat()) for row in events]
             raw = sqlite3.connect(settings["NAME"], timeout=20)
             try:
                 raw.execute("PRAGMA synchronous=NORMAL")
                 marks = ", ".join("?" * len(_COLUMNS))
+                event_marks = ", ".join("?" * len(_TIMELINE_COLUMNS))
                 with stopwatch() as elapsed, raw:
                     raw.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
+                    raw.executemany(
+                        f"INSERT INTO runs_timelineevent ({timeline_columns}) VALUES ({event_marks})", events
+                    )
             finally:
                 raw.close()
             return elapsed()
@@ -154,19 +222,67 @@ class _RunAtDepth:
         connection_args = {"host": settings["HOST"], "port": settings["PORT"], "user": settings["USER"]}
         with psycopg.connect(**connection_args, dbname=settings["NAME"]) as raw, stopwatch() as elapsed:
             copy_sql = f"COPY {table} ({columns}) FROM STDIN"
-            with raw.transaction(), raw.cursor() as cursor, cursor.copy(copy_sql) as copy_in:
-                for row in rows:
-                    copy_in.write_row(row)
+            with raw.transaction(), raw.cursor() as cursor:
+                with cursor.copy(copy_sql) as copy_in:
+                    for row in rows:
+                        copy_in.write_row(row)
+                with cursor.copy(f"COPY runs_timelineevent ({timeline_columns}) FROM STDIN") as copy_in:
+                    for row in events:
+                        copy_in.write_row(row)
         return elapsed()
 
 
-def _checkpoint_bytes(synthetic: SyntheticRun, start: int) -> int:
-    """State JSON the window's boundary checkpoints store (each holds the whole history so far)."""
-    return sum(len(b.state.model_dump_json()) for b in synthetic.boundaries if b.position >= start)
+def _shared_messages(synthetic: SyntheticRun) -> dict[int, list[Any]]:
+    """Each boundary's history as message objects shared with the previous boundary's, as a live stream has them."""
+    shared: list[Any] = []
+    by_position = {}
+    for boundary in synthetic.boundaries:
+        messages = list(boundary.state.message_history)
+        for index, message in enumerate(messages):
+            if index < len(shared) and shared[index] == message:
+                messages[index] = shared[index]
+        shared = messages
+        by_position[boundary.position] = messages
+    return by_position
+
+
+def _stored_bytes(synthetic: SyntheticRun) -> dict[str, Any]:
+    """The bytes of the whole run's checkpoints as the write path stores them, and of its journal (not timed)."""
+    from django.db.models import Sum
+    from django.db.models.functions import Length
+
+    from runs.models import Checkpoint, CheckpointKind
+    from runs.services import checkpoints
+
+    from .host import discard, leased_run
+
+    discard(synthetic.thread_id)
+    run, _ = leased_run(synthetic.thread_id, synthetic.run_id)
+    thread = run.execution.thread
+    chain = checkpoints.CheckpointChain()
+    for boundary in synthetic.boundaries:
+        checkpoints.create(
+            thread, boundary.state, kind=CheckpointKind.BOUNDARY, run=run, pending=boundary.pending, chain=chain
+        )
+    checkpoints.create(thread, synthetic.items[-1].result.state, kind=CheckpointKind.TERMINAL, run=run, chain=chain)
+    stored = Checkpoint.objects.filter(run=run).aggregate(
+        state=Sum(Length("state_json")), delta=Sum(Length("history_delta"))
+    )
+    checkpoint_bytes = (stored["state"] or 0) + (stored["delta"] or 0)
+    whole_states = sum(len(b.state.model_dump_json()) for b in synthetic.boundaries)
+    journal_bytes = sum(len(entry.payload) for entry in synthetic.encoded)
+    discard(synthetic.thread_id)
+    return {
+        "tool_rounds": sum(b.boundary == "tool_execution" for b in synthetic.boundaries),
+        "checkpoints": len(synthetic.boundaries) + 1,
+        "checkpoint_bytes": checkpoint_bytes,
+        "journal_bytes": journal_bytes,
+        "checkpoint_over_journal_bytes": checkpoint_bytes / journal_bytes,
+        "whole_state_bytes_before": whole_states,
+    }
 
 
 def run(context: Context) -> Report:
-    from .host import discard
 
     report = Report("journal", context.database, context.quick, context.repeats)
     window = QUICK_WINDOW if context.quick else WINDOW
@@ -183,21 +299,22 @@ def run(context: Context) -> Report:
                 items=synthetic.size - depth.start,
                 subject=subject,
                 baseline=baseline,
-                baseline_name="driver bulk insert of the same encoded journal rows, one transaction",
+                baseline_name="driver bulk insert of the same encoded journal and timeline rows, one transaction",
                 target=TARGET,
                 extra={
                     "run_items": synthetic.size,
                     "window_start": depth.start,
                     "boundaries_in_window": sum(b.position >= depth.start for b in synthetic.boundaries),
-                    "checkpoint_bytes_in_window": _checkpoint_bytes(synthetic, depth.start),
+                    "end_ms": statistics.median(depth.end_seconds) * 1000,
+                    **_stored_bytes(synthetic),
                 },
             )
         )
-        discard(synthetic.thread_id)
     report.notes.append(
         f"Each case writes the last {window} items of a run of the named size (earlier items seeded untimed), "
         "so the per-item cost is taken at that depth. Subject = the worker's write path replayed (adaptive "
-        "BatchWriter batches, projection, timeline rows, boundary checkpoints, commit, publish to Redis); baseline = "
-        "journal rows only, so timeline rows and checkpoints are the host's extra work."
+        "BatchWriter batches, projection, timeline rows, export_state at boundaries, boundary checkpoints, commit, "
+        "publish to Redis), without the run's end (reported as end_ms); baseline = the same journal and timeline "
+        "rows by the raw driver, so the projection, encoding, checkpoints and publication are the host's extra work."
     )
     return report

@@ -22,6 +22,7 @@ __all__ = (
     "Report",
     "Stats",
     "Target",
+    "measure_interleaved",
     "measure_pair",
     "repeat",
     "stopwatch",
@@ -212,12 +213,17 @@ def repeat(timed: Timed, repeats: int, *, warmup: int = 1) -> Stats:
 
 def measure_pair(subject: Timed, baseline: Timed, repeats: int, *, warmup: int = 1) -> tuple[Stats, Stats]:
     """Time subject and baseline alternately (after a warm-up of each), so drifting load affects both."""
+    subject_stats, baseline_stats = measure_interleaved((subject, baseline), repeats, warmup=warmup)
+    return subject_stats, baseline_stats
+
+
+def measure_interleaved(timed: tuple[Timed, ...], repeats: int, *, warmup: int = 1) -> tuple[Stats, ...]:
+    """Time several measurements in turn, repetition by repetition (after a warm-up of each)."""
     for _ in range(warmup):
-        subject()
-        baseline()
-    subject_samples: list[float] = []
-    baseline_samples: list[float] = []
+        for one in timed:
+            one()
+    samples: list[list[float]] = [[] for _ in timed]
     for _ in range(repeats):
-        subject_samples.append(subject())
-        baseline_samples.append(baseline())
-    return Stats.of(subject_samples), Stats.of(baseline_samples)
+        for one, taken in zip(timed, samples, strict=True):
+            taken.append(one())
+    return tuple(Stats.of(taken) for taken in samples)

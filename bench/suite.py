@@ -20,6 +20,7 @@ __all__ = ("BENCHMARKS", "main")
 
 # benchmark name -> (module, cases whose per-item cost must stay flat across sizes)
 BENCHMARKS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "hosting": ("bench.hosting", ()),
     "observer": ("bench.observer", ("observe", "resume")),
     "journal": ("bench.journal", ("write",)),
     "replay": ("bench.replay", ("replay",)),

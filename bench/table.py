@@ -13,8 +13,9 @@ from typing import Any
 __all__ = ("render",)
 
 FINDINGS = Path(__file__).resolve().parent / "findings.md"
-ORDER = ("journal", "observer", "replay", "live", "browser")
-FLAT_LIMIT = 1.5
+ORDER = ("hosting", "journal", "observer", "replay", "live", "browser")
+FLAT_LIMIT = 1.3
+BYTES_LIMIT = 2.0
 MACHINE_FIELDS = (
     ("nproc", "CPUs (nproc)"),
     ("memory_gib", "Memory (GiB)"),
@@ -151,6 +152,26 @@ def render(directory: Path) -> str:
             lines.append(
                 f"| {result['benchmark']} | {result['database']} | {growth['case']} | {per_item} | "
                 f"{'—' if factor is None else f'{factor:.2f}'} | {_flat(factor)} |"
+            )
+    stored = [(r, c) for r in results for c in r["cases"] if c.get("checkpoint_bytes") and c.get("journal_bytes")]
+    if stored:
+        lines += [
+            "",
+            "## Stored bytes: checkpoints against the journal",
+            "",
+            f"Target: a run's checkpoints take at most {BYTES_LIMIT}x the bytes of its journal.",
+            "",
+            "| Benchmark | DB | Case | Size | Tool rounds | Checkpoints | Checkpoint bytes | Journal bytes | Ratio | "
+            "Whole states before | Target |",
+            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for result, case in stored:
+            ratio = case["checkpoint_bytes"] / case["journal_bytes"]
+            lines.append(
+                f"| {result['benchmark']} | {result['database']} | {case['name']} | {case['size']} | "
+                f"{case.get('tool_rounds', '—')} | {case.get('checkpoints', '—')} | {case['checkpoint_bytes']:,} | "
+                f"{case['journal_bytes']:,} | {ratio:.3f} | {case.get('whole_state_bytes_before', 0):,} | "
+                f"{'**met**' if ratio <= BYTES_LIMIT else '**MISSED**'} |"
             )
     notes = [(result, note) for result in results for note in result.get("notes", [])]
     if notes:

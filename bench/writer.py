@@ -4,7 +4,10 @@ Items go through the worker's `BatchWriter` (adaptive batches); a batch is writt
 checkpoint boundary the batch is flushed and `checkpoints.record` stores the state the stream exported there;
 the result goes through `runner._record_result`. Every write goes through `sync_to_async`, as in the worker.
 `pace` (items per second) spaces the items out like a live run; `committed(first, last, at)` learns when the
-batch holding source items `first..last` committed.
+batch holding source items `first..last` committed; `created(position, at)` learns when an item was handed to
+the writer (as the engine yields it). `export(boundary)` stands for the stream's `export_state()`
+at a boundary (by default the state the generator exported there). Returns the seconds the run's end took
+(the result item and the outcome with the terminal checkpoint), so a caller can report them apart.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ async def write_like_worker(
     start: int = 0,
     pace: float | None = None,
     committed: Committed | None = None,
-) -> None:
+    export: Callable[[Any], Any] | None = None,
+    created: Callable[[int, float], None] | None = None,
+) -> float:
     from django.db import transaction
 
     from runs.harness.events import HarnessRunResultEvent
@@ -67,13 +72,15 @@ async def write_like_worker(
                 if delay > 0:
                     await asyncio.sleep(delay)
             item = synthetic.items[position]
+            if created is not None:
+                created(position, time.time())
             await writer.add(item)
             boundary = boundaries.get(position)
             if boundary is not None:
                 last_index = await writer.flush()
                 await db(checkpoints.record)(
                     run,
-                    boundary.state,
+                    boundary.state if export is None else export(boundary),
                     lease=lease,
                     kind=CheckpointKind.BOUNDARY,
                     journal_index=last_index,
@@ -84,4 +91,6 @@ async def write_like_worker(
             elif isinstance(item, HarnessRunResultEvent):
                 await writer.flush()
         await writer.close()
+        ended = time.perf_counter()
         await db(runner._record_result)(run, lease, synthetic.items[-1].result, writer.last_index, chain)
+        return time.perf_counter() - ended

@@ -25,17 +25,25 @@ CASE_KEYS = {
 STATS_KEYS = {"unit", "median", "min", "max", "q1", "q3", "repeats", "samples"}
 MACHINE_KEYS = {"nproc", "memory_gib", "cpu_model", "python", "sqlite", "postgresql"}
 EXPECTED = {
+    "hosting-sqlite": {"engine", "host"},
     "journal-sqlite": {"write"},
     "observer-sqlite": {"observe", "resume"},
     "replay-sqlite": {"replay"},
-    "live-sqlite": {"commit-to-receipt p50", "commit-to-receipt p99", "commit-to-receipt max"},
+    "live-sqlite": {"creation-to-receipt p50", "creation-to-receipt p99", "creation-to-receipt max"},
 }
 
 
 @pytest.mark.services
 def test_quick_bench_writes_results_and_table(tmp_path):
     completed = subprocess.run(
-        [str(ROOT / "bin" / "bench"), "--quick", "--output", str(tmp_path), "--only", "observer,journal,replay,live"],
+        [
+            str(ROOT / "bin" / "bench"),
+            "--quick",
+            "--output",
+            str(tmp_path),
+            "--only",
+            "hosting,observer,journal,replay,live",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
