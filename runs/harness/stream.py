@@ -29,6 +29,7 @@ from pydantic_ai import (
 )
 from pydantic_ai import DeferredToolRequests as NativeDeferredToolRequests
 from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
+from pydantic_ai.exceptions import ModelAPIError
 from pydantic_ai.run import AgentRun
 
 from .capability_state import AgentContextState
@@ -42,6 +43,7 @@ from .deferred import (
 from .errors import RetryHint, RunCleanupError, RunError, StateError
 from .events import HarnessEvent, HarnessRunResultEvent, lifecycle_event, run_started_event, utc_now
 from .interrupted import InterruptedResponseTracker, normalize_interrupted_history
+from .model_errors import describe_model_error
 from .recovery import TOOL_RECOVERY_MODES, ToolRecoveryCapability, ToolRecoveryMode, prepare_tool_recovery
 from .result import HarnessRunResult, RunUsageSummary, SafeFailure
 from .state import HarnessState, HistoryEncoder
@@ -294,6 +296,11 @@ class HarnessRunStream(Generic[OutputT]):
             return await self._cancelled(exc.all_messages() or self._current_messages())
         except UsageLimitExceeded as exc:
             return await self._failed("usage_limit_exceeded", "The run exceeded its usage limits.", exc)
+        except ModelAPIError as exc:
+            failure = describe_model_error(exc)
+            return await self._failed(
+                failure.code, failure.message, exc, retry_hint=failure.retry_hint, details=failure.details
+            )
         except AgentRunError as exc:
             return await self._failed("agent_run_failed", "The agent run failed.", exc)
 
@@ -356,9 +363,16 @@ class HarnessRunStream(Generic[OutputT]):
         )
 
     async def _failed(
-        self, code: str, message: str, error: BaseException | None, *, retry_hint: RetryHint = "dependency_change"
+        self,
+        code: str,
+        message: str,
+        error: BaseException | None,
+        *,
+        retry_hint: RetryHint = "dependency_change",
+        details: dict[str, Any] | None = None,
     ) -> HarnessRunResult[OutputT]:
-        details = {} if error is None else {"error_type": type(error).__name__}
+        if details is None:
+            details = {} if error is None else {"error_type": type(error).__name__}
         self._diagnostic_error = error
         return HarnessRunResult(
             thread_id=self.thread_id,

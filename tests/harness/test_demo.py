@@ -86,7 +86,10 @@ async def test_research_delegates_to_the_inline_child():
 async def test_fail_gives_a_failure_candidate_with_the_streamed_text():
     result = await build_demo_agent().run("fail please")
     assert result.status == "failed"
-    assert result.failure.code == "agent_run_failed"
+    assert (result.failure.code, result.failure.message) == (
+        "model_http_error",
+        "The model provider answered with an error (HTTP 503).",
+    )
     assert result.state.message_history[-1].parts[0].content == "Preparing the report for you"
 
 

@@ -62,7 +62,8 @@ async def test_failed_run_keeps_finished_thinking_and_streamed_text():
     result = stream.result
 
     assert result.status == "failed"
-    assert result.failure.code == "agent_run_failed"
+    assert result.failure.code == "model_http_error"
+    assert result.failure.details["status_code"] == 400
     assert isinstance(stream.diagnostic_error, ModelHTTPError)
     lifecycle = [item.event.payload_type for item in items[:-1] if isinstance(item.event, HarnessExtensionEvent)]
     assert lifecycle == ["run_started", "model_request_started", "model_request_failed"]
