@@ -26,10 +26,17 @@ from runs.services.policy import (
     parse_redact_patterns,
     publish_policy_version,
 )
+from runs.services.providers import ModelChoice, model_problems
 from runs.services.rule_checks import effective_approvals, rule_problems
 
 
 class AgentProfileForm(forms.ModelForm):
+    base_url = forms.URLField(
+        required=False,
+        assume_scheme="http",
+        max_length=300,
+        help_text=AgentProfile._meta.get_field("base_url").help_text,
+    )
     enabled_tools = forms.MultipleChoiceField(
         required=False,
         widget=forms.CheckboxSelectMultiple,
@@ -38,13 +45,21 @@ class AgentProfileForm(forms.ModelForm):
 
     class Meta:
         model = AgentProfile
-        fields = ["name", "model", "instructions", "enabled_tools"]
+        fields = ["name", "model", "base_url", "instructions", "enabled_tools"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Read per form: the registry is code, but a profile saved earlier may name a tool since removed.
         names = set(toolbox.tool_names()) | set(self.instance.enabled_tools or [])
         self.fields["enabled_tools"].choices = [(name, name) for name in sorted(names)]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if "model" in cleaned:
+            # Checked against this process's environment; the worker's must provide the same packages and keys.
+            for problem in model_problems(ModelChoice(cleaned["model"], cleaned.get("base_url") or "")):
+                self.add_error("model", problem)
+        return cleaned
 
     def clean_enabled_tools(self) -> list[str]:
         chosen = self.cleaned_data["enabled_tools"]
@@ -57,8 +72,17 @@ class AgentProfileForm(forms.ModelForm):
 @admin.register(AgentProfile)
 class AgentProfileAdmin(admin.ModelAdmin):
     form = AgentProfileForm
-    list_display = ["name", "model", "tools", "updated_at"]
+    list_display = ["name", "model", "runs_on", "tools", "updated_at"]
     search_fields = ["name", "model"]
+    readonly_fields = ["runs_on"]
+
+    @admin.display(description="runs on")
+    def runs_on(self, profile: AgentProfile) -> str:
+        if not profile.pk:
+            return "—"
+        choice = ModelChoice(profile.model, profile.base_url)
+        problems = model_problems(choice)
+        return choice.describe() + (f" — cannot run here: {' '.join(problems)}" if problems else "")
 
     @admin.display(description="enabled tools")
     def tools(self, profile: AgentProfile) -> str:
@@ -100,6 +124,9 @@ class HostPolicyForm(forms.ModelForm):
     lease_seconds = _bounded("lease_seconds", "A worker's lease in seconds; an expired lease means it died.", floor=5)
     approval_timeout_seconds = _bounded(
         "approval_timeout_seconds", "Seconds until the host denies unanswered requests; 0 = never."
+    )
+    model_max_retries = _bounded(
+        "model_max_retries", "Retries of one failed model request (429, 5xx, dropped connection) before the run fails."
     )
     redact_patterns = forms.JSONField(
         required=False,

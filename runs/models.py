@@ -17,7 +17,15 @@ class AgentProfile(models.Model):
 
     name = models.SlugField(unique=True)
     model = models.CharField(
-        max_length=200, help_text='"demo" for the offline scripted model, else a pydantic-ai model string.'
+        max_length=200,
+        help_text='"demo" for the offline scripted model, else a pydantic-ai model string "provider:model", e.g. '
+        '"openai:gpt-4o", "anthropic:claude-sonnet-4-5", "openai-chat:llama3.2" for an OpenAI-compatible server.',
+    )
+    base_url = models.URLField(
+        max_length=300,
+        blank=True,
+        help_text="Address of an OpenAI-compatible server (Ollama, vLLM, LM Studio), e.g. "
+        "http://127.0.0.1:11434/v1. Empty: the provider's own endpoint, or its *_BASE_URL environment variable.",
     )
     instructions = models.TextField(blank=True)
     enabled_tools = models.JSONField(default=list, blank=True)
@@ -55,6 +63,8 @@ POLICY_VERSION_LIMITS: dict[str, tuple[int, int]] = {
     "max_attempts": (1, 20),
     "lease_seconds": (1, 3600),
     "approval_timeout_seconds": (0, 30 * 24 * 3600),
+    # More retries of one model request only delay a failure an operator should see.
+    "model_max_retries": (0, 10),
 }
 
 
@@ -69,6 +79,11 @@ class HostPolicyVersion(models.Model):
     lease_seconds = models.PositiveIntegerField(default=30)
     approval_timeout_seconds = models.PositiveIntegerField(default=0, help_text="0 = requests never expire.")
     redact_patterns = models.JSONField(default=list, blank=True)
+    model_max_retries = models.PositiveSmallIntegerField(
+        default=2,
+        help_text="Retries of one failed model request (rate limit, server error, dropped connection) before "
+        "the run fails; pydantic-ai's max_retries model setting.",
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     comment = models.TextField(blank=True)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import redis
 
+from runs.services.providers import PROVIDERS
+
 ROOT = Path(__file__).resolve().parent.parent
 
 CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
@@ -118,8 +120,11 @@ class RedisServer:
 
 def service_env(*, redis_url: str, database_name: str | None) -> dict[str, str]:
     """Environment for a subprocess that must see the same Redis and (test) database as the test."""
+    # Subprocesses never reach a real model provider, whatever keys the machine running the tests has.
+    provider_variables = {name for spec in PROVIDERS.values() for name in spec.key_variables}
+    provider_variables |= {spec.base_url_variable for spec in PROVIDERS.values() if spec.base_url_variable}
     env = {
-        **os.environ,
+        **{name: value for name, value in os.environ.items() if name not in provider_variables},
         "REDIS_URL": redis_url,
         "PYTHONUNBUFFERED": "1",
         "DJANGO_SETTINGS_MODULE": "harness_site.settings",

@@ -7,15 +7,15 @@ from typing import Any
 from pydantic_ai.capabilities import AbstractCapability
 
 from runs.harness.agent import AgentDefinition, ExecutableAgent
-from runs.harness.demo import INSTRUCTIONS, demo_model
+from runs.harness.demo import INSTRUCTIONS
 from runs.models import AgentProfile, Run
 
 from . import toolbox
 from .policy import approval_capability
+from .providers import DEMO_MODEL, ModelChoice, build_model
 
 __all__ = ("DEMO_MODEL", "DEMO_PROFILE", "build_executable", "ensure_demo_profile", "profile_snapshot")
 
-DEMO_MODEL = "demo"
 DEMO_PROFILE = "demo"
 
 
@@ -33,6 +33,7 @@ def profile_snapshot(profile: AgentProfile) -> dict[str, Any]:
     return {
         "name": profile.name,
         "model": profile.model,
+        "base_url": profile.base_url,
         "instructions": profile.instructions,
         "enabled_tools": list(profile.enabled_tools or []),
     }
@@ -40,12 +41,10 @@ def profile_snapshot(profile: AgentProfile) -> dict[str, Any]:
 
 def build_executable(run: Run, *, extra_capabilities: list[AbstractCapability[Any]]) -> ExecutableAgent[Any]:
     snapshot = run.profile_snapshot
-    model: Any = snapshot["model"]
-    if model == DEMO_MODEL:
-        model = demo_model()
     definition: AgentDefinition[Any] = AgentDefinition(
         name=snapshot["name"],
-        model=model,
+        model=build_model(ModelChoice(snapshot["model"], snapshot.get("base_url", ""))),
+        model_settings={"max_retries": run.policy_version.model_max_retries},
         instructions=snapshot.get("instructions") or None,
         tools=toolbox.resolve(snapshot.get("enabled_tools", [])),
         capabilities=[approval_capability(run.policy_version), *extra_capabilities],

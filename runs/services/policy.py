@@ -274,6 +274,7 @@ POLICY_VERSION_FIELDS: Sequence[str] = (
     "lease_seconds",
     "approval_timeout_seconds",
     "redact_patterns",
+    "model_max_retries",
 )
 
 

@@ -23,6 +23,7 @@ def policy_form(**overrides):
         "lease_seconds": "30",
         "approval_timeout_seconds": "0",
         "redact_patterns": "[]",
+        "model_max_retries": "2",
         "comment": "",
         # The read-only version history inline still posts its management form.
         "versions-TOTAL_FORMS": "0",
