@@ -140,6 +140,8 @@ def channel_layer_config(redis_url: str) -> dict:
 
 
 CHANNEL_LAYERS = {"default": channel_layer_config(REDIS_URL)}
+# Logging out closes that session's sockets at once; this re-check also ends those of expired sessions.
+SOCKET_SESSION_CHECK_SECONDS = float(os.environ.get("HARNESS_SOCKET_SESSION_CHECK_SECONDS", "60"))
 
 RQ_QUEUES = {
     "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600},

@@ -26,56 +26,20 @@ import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from observers.pieces import pieces
+from observers.authenticated import CLOSE_INTERNAL_ERROR, CLOSE_NOT_FOUND, AuthenticatedJsonConsumer
+from observers.socket_messages import MAX_DB_INTEGER, ThreadsSubscribe, TimelineSubscribe
 from runs.services import timeline
 from runs.services.publishing import THREADS_GROUP, execution_group
-
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_BAD_REQUEST = 4400
-CLOSE_NOT_FOUND = 4404
-# daphne (autobahn) sends only 1000 and 3000–4999; 1011 would never reach the client.
-CLOSE_INTERNAL_ERROR = 4500
 
 log = logging.getLogger(__name__)
 
 
-class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
-    """Accepts only logged-in users; others get close code 4401 (accepted first, so the browser sees the code)."""
-
-    async def connect(self) -> None:
-        self.sent_messages = 0
-        await self.accept()
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
-        await self.opened()
-
-    async def opened(self) -> None:
-        """Called once an authenticated connection is accepted."""
-
-    async def send_json(self, content: Any, close: bool = False) -> None:
-        self.sent_messages += 1
-        for text in pieces(await self.encode_json(content), self.sent_messages):
-            await self.send(text_data=text)
-        if close:
-            await self.close()
-
-    async def fail(self, code: str, message: str, *, close_code: int = CLOSE_BAD_REQUEST) -> None:
-        await self.send_json({"type": "error", "code": code, "message": message})
-        await self.close(code=close_code)
-
-    @classmethod
-    async def decode_json(cls, text_data: str) -> Any:
-        try:
-            return await super().decode_json(text_data)
-        except ValueError:
-            return None
-
-
 class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
+    client_message = TimelineSubscribe
+    field_error_codes = {"after": "bad_cursor"}
+    expected_shape = '{"type": "subscribe", "after": <position or null>, "execution": <pk, optional>}'
+
     async def opened(self) -> None:
         self.execution_pk: int = self.scope["url_route"]["kwargs"]["pk"]
         self.group = execution_group(self.execution_pk)
@@ -84,7 +48,10 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         self.pending: list[dict[str, Any]] = []
         self.last_sent = 0
         self.replay: asyncio.Task | None = None
-        if not await database_sync_to_async(timeline.execution_exists)(self.execution_pk):
+        exists = self.execution_pk <= MAX_DB_INTEGER and await database_sync_to_async(timeline.execution_exists)(
+            self.execution_pk
+        )
+        if not exists:
             await self.fail("not_found", f"Execution {self.execution_pk} does not exist.", close_code=CLOSE_NOT_FOUND)
 
     async def disconnect(self, code: int) -> None:
@@ -95,27 +62,17 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         if getattr(self, "subscribed", False):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        if not isinstance(content, dict) or content.get("type") != "subscribe":
-            await self.fail("bad_request", 'Expected {"type": "subscribe", "after": <position or null>}.')
-            return
+    async def receive_message(self, message: TimelineSubscribe) -> None:
         if self.subscribed:
             await self.fail("already_subscribed", "This connection is already subscribed.")
             return
-        cursor_execution = content.get("execution")
-        if cursor_execution is not None and cursor_execution != self.execution_pk:
+        if message.execution is not None and message.execution != self.execution_pk:
             await self.fail(
                 "cursor_execution_mismatch",
-                f"The cursor belongs to execution {cursor_execution}, not {self.execution_pk}.",
+                f"The cursor belongs to execution {message.execution}, not {self.execution_pk}.",
             )
             return
-        after = content.get("after")
-        if after is None:
-            after = 0
-        # bool is an int subclass; `true` is not a position.
-        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
-            await self.fail("bad_cursor", "`after` must be a non-negative integer position or null.")
-            return
+        after = message.after or 0
         # Join the group before reading anything: every event committed from here on is either in the
         # replay or arrives as a live message (published after commit), so nothing falls in between.
         await self.channel_layer.group_add(self.group, self.channel_name)
@@ -193,6 +150,9 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
 
 
 class ThreadListConsumer(AuthenticatedJsonConsumer):
+    client_message = ThreadsSubscribe
+    expected_shape = '{"type": "subscribe", "threads": [<thread pk>, ...]}'
+
     async def opened(self) -> None:
         await self.channel_layer.group_add(THREADS_GROUP, self.channel_name)
         self.joined = True
@@ -201,13 +161,9 @@ class ThreadListConsumer(AuthenticatedJsonConsumer):
         if getattr(self, "joined", False):
             await self.channel_layer.group_discard(THREADS_GROUP, self.channel_name)
 
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        threads = content.get("threads") if isinstance(content, dict) and content.get("type") == "subscribe" else None
-        if not isinstance(threads, list) or not all(isinstance(pk, int) and not isinstance(pk, bool) for pk in threads):
-            await self.fail("bad_request", 'Expected {"type": "subscribe", "threads": [<thread pk>, ...]}.')
-            return
-        for message in await database_sync_to_async(timeline.thread_status_messages)(threads[:500]):
-            await self.send_json(message)
+    async def receive_message(self, message: ThreadsSubscribe) -> None:
+        for status in await database_sync_to_async(timeline.thread_status_messages)(list(message.threads)):
+            await self.send_json(status)
         await self.send_json({"type": "ready"})
 
     async def thread_status(self, message: dict[str, Any]) -> None:

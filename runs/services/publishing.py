@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import logging
 import os
 import threading
@@ -30,7 +31,14 @@ from runs.models import Execution
 
 from .timeline import execution_status_message
 
-__all__ = ("execution_group", "publish_execution_status", "publish_frames", "worker_sender")
+__all__ = (
+    "execution_group",
+    "publish_execution_status",
+    "publish_frames",
+    "publish_session_ended",
+    "session_group",
+    "worker_sender",
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +51,11 @@ Message = tuple[str, dict[str, Any]]
 
 def execution_group(execution_pk: int) -> str:
     return f"execution-{execution_pk}"
+
+
+def session_group(session_key: str) -> str:
+    """The group of one login session's sockets; hashed, so Redis never holds a usable session key."""
+    return f"session-{hashlib.sha256(session_key.encode()).hexdigest()[:32]}"
 
 
 async def _group_send(layer: BaseChannelLayer, group: str, message: dict[str, Any]) -> None:
@@ -181,3 +194,8 @@ def publish_execution_status(execution_pk: int) -> None:
             _send(group, message)
 
     transaction.on_commit(send)
+
+
+def publish_session_ended(session_key: str) -> None:
+    """Close the sockets of a session that is logging out (now: logging out commits nothing to wait for)."""
+    _send(session_group(session_key), {"type": "session.ended"})

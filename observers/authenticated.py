@@ -1,0 +1,159 @@
+"""The base of every Host socket: a logged-in session that stays valid, and one typed message shape.
+
+Subclasses set `client_message` (a frozen pydantic model of what the browser may send), implement `opened()`
+and `receive_message()`, and do their own clean-up in `disconnect()`. The base refuses everything else:
+
+- not logged in: close 4401 right after accepting (so the browser sees the code);
+- a binary frame, an oversized or malformed frame, or one that does not fit `client_message`: an error frame
+  `{"type": "error", "code", "message"}` and close 4400;
+- a session that ended: logging out sends `session.ended` to the session's group (see `end_session_sockets`),
+  and every socket re-checks its session every `SOCKET_SESSION_CHECK_SECONDS`, which also catches sessions that
+  expired or were invalidated by a password change; either way an error frame `session_ended` and close 4401.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, ClassVar
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from django.contrib import auth
+from django.http import HttpRequest
+from django.utils.module_loading import import_string
+from pydantic import BaseModel, ValidationError
+
+from observers.pieces import pieces
+from observers.socket_messages import MAX_MESSAGE_CHARS
+from runs.services.publishing import publish_session_ended, session_group
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_BAD_REQUEST = 4400
+CLOSE_NOT_FOUND = 4404
+# daphne (autobahn) sends only 1000 and 3000–4999; 1011 would never reach the client.
+CLOSE_INTERNAL_ERROR = 4500
+
+log = logging.getLogger(__name__)
+
+
+def session_user_pk(session_key: str) -> Any:
+    """The pk of the user this session still authenticates, or None; Django's own checks, hash included."""
+    request = HttpRequest()
+    request.session = import_string(f"{settings.SESSION_ENGINE}.SessionStore")(session_key)
+    user = auth.get_user(request)
+    return user.pk if user.is_authenticated else None
+
+
+def end_session_sockets(sender: Any, request: HttpRequest | None = None, **kwargs: Any) -> None:
+    """`user_logged_out` receiver: close the sockets opened with the session being logged out."""
+    session = getattr(request, "session", None)
+    if session is not None and session.session_key:
+        publish_session_ended(session.session_key)
+
+
+class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
+    client_message: ClassVar[type[BaseModel]]
+    """What the browser may send; anything else closes the socket with 4400."""
+
+    field_error_codes: ClassVar[dict[str, str]] = {}
+    """Error code for a message refused because of this field (default `bad_request`)."""
+
+    expected_shape: ClassVar[str] = ""
+    """Shown in the error message of a refused frame."""
+
+    session_key: str | None = None
+    session_watch: asyncio.Task | None = None
+    sent_messages = 0
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.accept()
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        session = self.scope.get("session")
+        # Always there behind AuthMiddlewareStack; tests of one consumer may hand it a bare user.
+        self.session_key = session.session_key if session is not None else None
+        if self.session_key:
+            # Joined before accepting: a logout the browser sees after its socket opened always reaches it.
+            await self.channel_layer.group_add(session_group(self.session_key), self.channel_name)
+        await self.accept()
+        if self.session_key:
+            self.session_watch = asyncio.create_task(self._watch_session(user.pk))
+        await self.opened()
+
+    async def opened(self) -> None:
+        """Called once an authenticated connection is accepted."""
+
+    async def receive_message(self, message: BaseModel) -> None:
+        """Called with each frame that fits `client_message`."""
+
+    async def websocket_disconnect(self, message: dict[str, Any]) -> None:
+        if self.session_watch is not None:
+            self.session_watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.session_watch
+        if self.session_key:
+            await self.channel_layer.group_discard(session_group(self.session_key), self.channel_name)
+        await super().websocket_disconnect(message)
+
+    async def send_json(self, content: Any, close: bool = False) -> None:
+        """Messages over daphne's limit go out in pieces (see observers/pieces.py)."""
+        self.sent_messages += 1
+        for text in pieces(await self.encode_json(content), self.sent_messages):
+            await self.send(text_data=text)
+        if close:
+            await self.close()
+
+    async def fail(self, code: str, message: str, *, close_code: int = CLOSE_BAD_REQUEST) -> None:
+        await self.send_json({"type": "error", "code": code, "message": message})
+        await self.close(code=close_code)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        if text_data is None:
+            await self.fail("bad_request", f"Binary frames are not accepted; send JSON text: {self.expected_shape}.")
+            return
+        if len(text_data) > MAX_MESSAGE_CHARS:
+            await self.fail("too_large", f"A message may have at most {MAX_MESSAGE_CHARS} characters.")
+            return
+        try:
+            message = self.client_message.model_validate_json(text_data)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            field = str(error["loc"][0]) if error["loc"] else ""
+            where = ".".join(str(part) for part in error["loc"]) or "message"
+            await self.fail(
+                self.field_error_codes.get(field, "bad_request"),
+                f"{where}: {error['msg']}. Expected {self.expected_shape}.",
+            )
+            return
+        await self.receive_message(message)
+
+    async def session_ended(self, message: dict[str, Any]) -> None:
+        await self.fail("session_ended", "The session ended; log in again.", close_code=CLOSE_UNAUTHENTICATED)
+
+    async def _watch_session(self, user_pk: Any) -> None:
+        while True:
+            await asyncio.sleep(settings.SOCKET_SESSION_CHECK_SECONDS)
+            try:
+                still = await database_sync_to_async(session_user_pk)(self.session_key)
+            except Exception:
+                log.exception("could not re-check the session of a socket")
+                await self.close(code=CLOSE_INTERNAL_ERROR)
+                return
+            if still != user_pk:
+                await self.session_ended({})
+                return
+
+
+class NoSuchSocketConsumer(AuthenticatedJsonConsumer):
+    """Every websocket path that matches no route, e.g. `/ws/executions/-1/`: 4404 instead of an HTTP 500."""
+
+    async def opened(self) -> None:
+        await self.fail("not_found", "There is no socket at this address.", close_code=CLOSE_NOT_FOUND)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        """Frames that raced the close are ignored."""

@@ -1,0 +1,103 @@
+"""Sockets live only as long as their login session: logging out closes them, and so does an ended session."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.sessions.models import Session
+from django.test import Client
+from playwright.sync_api import expect
+
+from harness_site.asgi import application
+from tests.conftest import log_in
+from tests.web import seed
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def logged_in(redis_settings, django_user_model):
+    django_user_model.objects.create_user("sessions", password="pw-sessions-1")
+    client = Client()
+    assert client.login(username="sessions", password="pw-sessions-1")
+    return client
+
+
+async def open_socket(client: Client, path: str) -> WebsocketCommunicator:
+    """A socket through the whole websocket stack (origin check, session cookie, auth), as a browser opens it."""
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+    communicator = WebsocketCommunicator(
+        application, path, headers=[(b"cookie", cookie), (b"origin", b"http://localhost"), (b"host", b"localhost")]
+    )
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+async def expect_session_ended(communicator: WebsocketCommunicator) -> None:
+    assert (await communicator.receive_json_from(timeout=10))["code"] == "session_ended"
+    assert await communicator.receive_output(timeout=10) == {"type": "websocket.close", "code": 4401}
+
+
+async def test_logging_out_closes_the_sessions_sockets(logged_in):
+    execution = await sync_to_async(seed.make_execution)()
+    timeline_socket = await open_socket(logged_in, f"/ws/executions/{execution.pk}/")
+    threads_socket = await open_socket(logged_in, "/ws/threads/")
+    await threads_socket.send_json_to({"type": "subscribe", "threads": []})
+    assert await threads_socket.receive_json_from() == {"type": "ready"}
+
+    await sync_to_async(logged_in.logout)()
+
+    await expect_session_ended(timeline_socket)
+    await expect_session_ended(threads_socket)
+
+
+async def test_logging_out_leaves_other_sessions_sockets_open(logged_in):
+    other = Client()
+    await sync_to_async(other.login)(username="sessions", password="pw-sessions-1")
+    staying = await open_socket(other, "/ws/threads/")
+
+    await sync_to_async(logged_in.logout)()
+
+    await staying.send_json_to({"type": "subscribe", "threads": []})
+    assert await staying.receive_json_from(timeout=10) == {"type": "ready"}
+    await staying.disconnect()
+
+
+async def test_a_session_that_ends_without_logging_out_is_noticed_at_the_next_check(logged_in, settings):
+    settings.SOCKET_SESSION_CHECK_SECONDS = 0.2
+    socket = await open_socket(logged_in, "/ws/threads/")
+    await socket.send_json_to({"type": "subscribe", "threads": []})
+    assert await socket.receive_json_from() == {"type": "ready"}
+
+    # As if it expired and was cleared, or an administrator deleted it: no logout signal is sent.
+    await sync_to_async(Session.objects.all().delete)()
+
+    await expect_session_ended(socket)
+
+
+async def test_a_changed_password_ends_the_sockets_of_older_sessions(logged_in, settings, django_user_model):
+    settings.SOCKET_SESSION_CHECK_SECONDS = 0.2
+    socket = await open_socket(logged_in, "/ws/threads/")
+
+    def change_password() -> None:
+        user = django_user_model.objects.get(username="sessions")
+        user.set_password("pw-sessions-2")
+        user.save()
+
+    await sync_to_async(change_password)()
+
+    await expect_session_ended(socket)
+
+
+def test_a_logged_out_sessions_socket_closes_in_the_browser(live_stack, operator_user, page):
+    log_in(page, live_stack.base_url, "op", "op-password-1")
+    expect(page.locator("body")).to_have_attribute("data-live-status", "live")
+
+    other_tab = page.context.new_page()
+    other_tab.goto(f"{live_stack.base_url}/approvals/")
+    other_tab.get_by_role("button", name="Log out").click()
+    expect(other_tab).to_have_url(f"{live_stack.base_url}/login/")
+
+    expect(page.locator("body")).to_have_attribute("data-live-status", "logged-out")
