@@ -1,16 +1,26 @@
-"""Whether the parts the dashboard depends on are up: the database, Redis and at least one RQ worker.
+"""Whether the parts the dashboard depends on are up: database, Redis, RQ workers, the sweeper, the queue.
 
 Operators see the worker state in the top bar (a dashboard whose runs silently queue forever is worse than one
-that says "no worker"); `/health/` answers monitors with JSON and 503 when something is down.
+that says "no worker"); `/health/` answers monitors with JSON, one entry per part with its own `status`
+("ok" or what is wrong), and 503 when any part is not ok.
 """
 
 from __future__ import annotations
 
-from django.db import connection
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
-from django_rq import get_connection
+from django.utils import timezone
+from django_rq import get_connection, get_queue
 from redis.exceptions import RedisError
 from rq import Worker
+
+from runs.services.sweeper_passes import last_passes
+
+Check = dict[str, Any]
+UNKNOWN: Check = {"status": "unknown", "reason": "Redis is unreachable"}
 
 
 def _worker_count() -> int | None:
@@ -27,14 +37,59 @@ def worker_status(request: HttpRequest) -> dict:
     return {"worker_count": _worker_count()}
 
 
-def health(request: HttpRequest) -> JsonResponse:
+def _database() -> Check:
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
-        database_ok = True
-    except Exception:
-        database_ok = False
-    workers = _worker_count()
-    ok = database_ok and workers is not None and workers > 0
-    body = {"database": database_ok, "redis": workers is not None, "workers": workers or 0}
-    return JsonResponse(body, status=200 if ok else 503)
+    except DatabaseError as error:
+        return {"status": "down", "reason": str(error)}
+    return {"status": "ok", "vendor": connection.vendor}
+
+
+def _redis() -> Check:
+    try:
+        get_connection("default").ping()
+    except RedisError as error:
+        return {"status": "down", "reason": str(error)}
+    return {"status": "ok"}
+
+
+def _workers() -> Check:
+    count = _worker_count()
+    if count is None:
+        return UNKNOWN
+    return {"status": "ok" if count else "none", "count": count}
+
+
+def _sweeper() -> Check:
+    """The most recent completed pass of any sweeper; stale when older than a few of its intervals."""
+    try:
+        passes = last_passes()
+    except RedisError:
+        return UNKNOWN
+    if not passes:
+        return {"status": "none", "sweepers": 0}
+    latest = max(passes.values())
+    age = (timezone.now() - latest).total_seconds()
+    stale = age > settings.HARNESS_HEALTH_SWEEPER_STALE_SECONDS
+    return {"status": "stale" if stale else "ok", "sweepers": len(passes), "last_pass": latest.isoformat(), "age": age}
+
+
+def _queue() -> Check:
+    try:
+        depth = get_queue("default").count
+    except RedisError:
+        return UNKNOWN
+    return {"status": "backlog" if depth > settings.HARNESS_HEALTH_QUEUE_LIMIT else "ok", "depth": depth}
+
+
+def health(request: HttpRequest) -> JsonResponse:
+    checks = {
+        "database": _database(),
+        "redis": _redis(),
+        "workers": _workers(),
+        "sweeper": _sweeper(),
+        "queue": _queue(),
+    }
+    ok = all(check["status"] == "ok" for check in checks.values())
+    return JsonResponse({"status": "ok" if ok else "failing", **checks}, status=200 if ok else 503)

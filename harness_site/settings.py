@@ -150,6 +150,11 @@ RQ_QUEUES = {
 # default on_db_commit mode, so jobs are enqueued only once the rows they read are committed.
 RQ = {"WORKER_CLASS": "runs.worker.HostWorker"}
 
+# /health/ calls the sweeper stale when no sweeper finished a pass for this long (it sweeps every 2 s), and
+# the queue a backlog above this many waiting jobs.
+HARNESS_HEALTH_SWEEPER_STALE_SECONDS = float(os.environ.get("HARNESS_HEALTH_SWEEPER_STALE_SECONDS", "30"))
+HARNESS_HEALTH_QUEUE_LIMIT = int(os.environ.get("HARNESS_HEALTH_QUEUE_LIMIT", "1000"))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -7,11 +7,12 @@ from datetime import timedelta
 
 import pytest
 import redis
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from runs.management.commands.harness_recover import sole_sweeper_on_sqlite
 from runs.models import Execution, ExecutionStatus, HostPolicyVersion, Run, RunStatus, TimelineEvent
-from runs.services import recovery, runner
+from runs.services import recovery, runner, sweeper_passes
 from runs.services.sweep_failures import SWEEP_FAILED
 from tests.host import builders
 from tests.host.conftest import DEMO_TOOLS
@@ -105,7 +106,7 @@ def test_an_outage_ends_the_pass_and_fails_nothing(monkeypatch):
     assert queued.status == RunStatus.QUEUED and queued.failure_code == ""
 
 
-def test_the_sweeper_loop_survives_a_failed_pass(monkeypatch):
+def test_the_sweeper_loop_survives_a_failed_pass_and_notes_each_completed_one(monkeypatch, redis_settings):
     passes = iter([redis.ConnectionError("Redis is restarting"), recovery.SweepReport(abandoned=1)])
 
     def sweep():
@@ -126,3 +127,16 @@ def test_the_sweeper_loop_survives_a_failed_pass(monkeypatch):
     assert "Redis is restarting" in err.getvalue()
     assert "abandoned 1" in out.getvalue()
     assert "sweeper stopped" in out.getvalue()
+    assert len(sweeper_passes.last_passes()) == 1
+
+
+def test_a_second_sweeper_on_sqlite_is_refused():
+    first = sole_sweeper_on_sqlite()
+    try:
+        with pytest.raises(CommandError, match=r"Another sweeper \(pid \d+\) already sweeps this SQLite database"):
+            call_command("harness_recover")
+    finally:
+        first.close()
+    out = io.StringIO()
+    call_command("harness_recover", stdout=out)
+    assert out.getvalue().startswith("sweep:")

@@ -1,26 +1,63 @@
 """The health endpoint and the worker badge tell operators whether runs can execute at all."""
 
+from datetime import timedelta
+
 import pytest
+import redis
+from django.utils import timezone
+from rq import Queue
+
+from runs.services import sweeper_passes
+from tests.services import free_port, wait_until
 
 
 @pytest.mark.django_db
-def test_health_is_503_without_a_worker(client, settings, redis_server):
+def test_health_reports_each_part_with_its_own_status(client, settings, redis_settings):
     # A Redis database no worker listens on, whatever else the session started.
-    settings.RQ_QUEUES = {"default": {"URL": redis_server.url.rsplit("/", 1)[0] + "/15"}}
+    settings.RQ_QUEUES = {"default": {"URL": redis_settings.url.rsplit("/", 1)[0] + "/15"}}
+    settings.HARNESS_HEALTH_QUEUE_LIMIT = 1
     response = client.get("/health/")
     assert response.status_code == 503
-    assert response.json() == {"database": True, "redis": True, "workers": 0}
+    body = response.json()
+    assert body["status"] == "failing"
+    assert {name: body[name]["status"] for name in ("database", "redis", "workers", "sweeper", "queue")} == {
+        "database": "ok",
+        "redis": "ok",
+        "workers": "none",
+        "sweeper": "none",
+        "queue": "ok",
+    }
+    assert (body["workers"]["count"], body["queue"]["depth"]) == (0, 0)
+
+    sweeper_passes.record_pass(timezone.now() - timedelta(seconds=settings.HARNESS_HEALTH_SWEEPER_STALE_SECONDS + 5))
+    assert client.get("/health/").json()["sweeper"]["status"] == "stale"
+    sweeper_passes.record_pass()
+    sweeper = client.get("/health/").json()["sweeper"]
+    assert (sweeper["status"], sweeper["sweepers"]) == ("ok", 1)
+
+    connection = redis.Redis.from_url(settings.RQ_QUEUES["default"]["URL"])
+    for _ in range(2):
+        # Straight to RQ: django-rq's queue would wait for this test's transaction to commit.
+        Queue("default", connection=connection).enqueue("runs.jobs.sweep")
+    assert client.get("/health/").json()["queue"] == {"status": "backlog", "depth": 2}
+    connection.flushdb()
+
+
+@pytest.mark.django_db
+def test_health_without_redis_says_what_it_cannot_know(client, settings):
+    settings.RQ_QUEUES = {"default": {"URL": f"redis://127.0.0.1:{free_port()}/0"}}
+    response = client.get("/health/")
+    assert response.status_code == 503
+    body = response.json()
+    assert (body["database"]["status"], body["redis"]["status"]) == ("ok", "down")
+    assert {body[name]["status"] for name in ("workers", "sweeper", "queue")} == {"unknown"}
 
 
 def test_health_is_200_with_the_stack_running(live_stack, client):
-    import time
-
-    # The worker registers itself in Redis shortly after start; poll instead of sleeping a fixed time.
-    deadline = time.monotonic() + 20
-    while (response := client.get("/health/")).status_code != 200 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert response.status_code == 200
-    assert response.json()["workers"] >= 1
+    sweeper_passes.record_pass()
+    # The worker registers itself in Redis shortly after start.
+    wait_until(lambda: client.get("/health/").status_code == 200, timeout=20, what="a healthy stack")
+    assert client.get("/health/").json()["workers"]["count"] >= 1
 
 
 @pytest.mark.django_db

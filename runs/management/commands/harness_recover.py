@@ -2,14 +2,47 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import time
+from pathlib import Path
+from typing import IO
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
+from redis.exceptions import RedisError
 
-from runs.services import recovery
+from runs.services import recovery, sweeper_passes
 
 log = logging.getLogger(__name__)
+
+
+def sole_sweeper_on_sqlite() -> IO[str] | None:
+    """On SQLite, hold a lock beside the database file for as long as this process sweeps; refuse a second sweeper.
+
+    SQLite cannot lock single rows (`select_for_update` is a no-op), so two sweepers could both start a recovery
+    run for one execution. PostgreSQL sweepers lock rows and skip the ones another sweeper holds instead.
+    The returned file keeps the lock; closing it (or exiting) releases it.
+    """
+    if connection.vendor != "sqlite":
+        return None
+    path = Path(f"{connection.settings_dict['NAME']}.sweeper.lock")
+    handle = path.open("a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise CommandError(
+            f"Another sweeper (pid {holder}) already sweeps this SQLite database ({path.with_suffix('')}); "
+            "SQLite cannot lock single rows, so only one sweeper may run. Use PostgreSQL for several sweepers."
+        ) from None
+    handle.truncate(0)
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
 
 
 class Command(BaseCommand):
@@ -21,16 +54,20 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, loop: float | None = None, **options):
-        if loop is None:
-            self.stdout.write(f"sweep: {recovery.sweep()}")
-            return
-        self.stdout.write(f"sweeping every {loop:g}s")
+        lock = sole_sweeper_on_sqlite()
         try:
+            if loop is None:
+                self.stdout.write(f"sweep: {recovery.sweep()}")
+                return
+            self.stdout.write(f"sweeping every {loop:g}s")
             while True:
                 self._pass()
                 time.sleep(loop)
         except KeyboardInterrupt:
             self.stdout.write("sweeper stopped")
+        finally:
+            if lock is not None:
+                lock.close()
 
     def _pass(self) -> None:
         # A pass ends early when the database or Redis is unreachable; the next one tries the same rows again.
@@ -42,3 +79,7 @@ class Command(BaseCommand):
             return
         if any(vars(report).values()):
             self.stdout.write(f"sweep: {report}")
+        try:
+            sweeper_passes.record_pass()
+        except RedisError as error:
+            log.warning("could not note the sweep pass for /health/: %s", error)
