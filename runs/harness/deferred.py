@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from copy import deepcopy
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, get_args
 from urllib.parse import quote
 
 import pydantic_core
@@ -33,7 +33,7 @@ from pydantic_ai import (
     ToolFailed,
     ToolReturn,
 )
-from pydantic_ai.tools import RunContext
+from pydantic_ai.tools import DeferredToolKind, RunContext, ToolDefinitionKind
 
 from .errors import DefinitionError, RunError
 from .interrupted import answered_call_ids, latest_response_index
@@ -69,11 +69,17 @@ def tool_identity(tool_def: ToolDefinition) -> str:
 
 @dataclass(frozen=True)
 class DeferredToolCall:
-    """One pending deferred item: the call in history and the call actually dispatched."""
+    """One pending deferred item: the call in history and the call actually dispatched.
+
+    `target_identity` and `target_kind` are what the suspended run knew of the target tool; the resuming run
+    refuses an item whose tool changed either. A Host that builds requests itself may leave both out (S70): no
+    attestation of the tool is required, and the item is then checked only against the current tool surface.
+    """
 
     model_call: ToolCallPart
     target_call: ToolCallPart
-    target_identity: str
+    target_identity: str | None = None
+    target_kind: ToolDefinitionKind | None = None
 
     @property
     def forwarded(self) -> bool:
@@ -83,11 +89,17 @@ class DeferredToolCall:
 
 @dataclass(kw_only=True)
 class DeferredToolRequests:
-    """The exact pending requests of a suspended run; `metadata` is keyed by target call id."""
+    """The exact pending requests of a suspended run; `metadata` is keyed by target call id.
+
+    Three categories wait for three kinds of answer (S68): `approvals` for a verdict, and among `calls` the
+    structured `questions` (target call ids of tools that deferred with `CallDeferred(kind="question")`) for
+    the user's answer, the rest for an external result.
+    """
 
     calls: list[DeferredToolCall] = field(default_factory=list[DeferredToolCall])
     approvals: list[DeferredToolCall] = field(default_factory=list[DeferredToolCall])
     metadata: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    questions: list[str] = field(default_factory=list[str])
 
     @classmethod
     def export(
@@ -104,14 +116,29 @@ class DeferredToolRequests:
         definitions = definitions or {}
 
         def entry(call: ToolCallPart) -> DeferredToolCall:
-            tool_def = definitions.get(call.tool_name) or ToolDefinition(name=call.tool_name)
-            return DeferredToolCall(deepcopy(call), deepcopy(call), tool_identity(tool_def))
+            tool_def = definitions.get(call.tool_name)
+            identity = tool_identity(tool_def or ToolDefinition(name=call.tool_name))
+            kind = tool_def.kind if tool_def is not None else None
+            return DeferredToolCall(deepcopy(call), deepcopy(call), identity, kind)
 
         return cls(
             calls=[entry(call) for call in native_requests.calls],
             approvals=[entry(call) for call in native_requests.approvals],
             metadata=deepcopy(native_requests.metadata),
+            questions=[
+                call.tool_call_id
+                for call in native_requests.calls
+                if native_requests.kind(call.tool_call_id) == "question"
+            ],
         )
+
+    def kind(self, tool_call_id: str) -> DeferredToolKind:
+        """What the pending item with this target call id waits for: approval, question or external result."""
+        if any(entry.target_call.tool_call_id == tool_call_id for entry in self.approvals):
+            return "approval"
+        if not any(entry.target_call.tool_call_id == tool_call_id for entry in self.calls):
+            raise ValueError(f"no pending deferred item has the target call id {tool_call_id!r}")
+        return "question" if tool_call_id in self.questions else "external"
 
     def target_requests(self) -> NativeDeferredToolRequests:
         """The native requests over the target calls, whose ids key the results."""
@@ -119,6 +146,7 @@ class DeferredToolRequests:
             calls=[deepcopy(entry.target_call) for entry in self.calls],
             approvals=[deepcopy(entry.target_call) for entry in self.approvals],
             metadata=deepcopy(self.metadata),
+            _kinds=dict.fromkeys(self.questions, "question"),
         )
 
     def build_results(
@@ -183,6 +211,7 @@ class DeferredToolResume:
             calls=calls,
             approvals=approvals,
             metadata=_only(self.requests.metadata, kept),
+            questions=[tool_call_id for tool_call_id in self.requests.questions if tool_call_id in kept],
         )
         results = NativeDeferredToolResults(
             calls=_only(self.results.calls, kept),
@@ -253,7 +282,7 @@ def preflight_deferred_resume(
         resume = deferred_resume.remaining(history)
         if resume is None:
             return None
-    _validate_against_history(resume.requests, history)
+    _validate_against_history(resume.requests, history, every_open_call=not deferred_resume.recovery)
     return resume
 
 
@@ -293,6 +322,12 @@ def validate_deferred_requests(requests: DeferredToolRequests) -> None:
             code="deferred_request_duplicate",
             details={"tool_call_ids": sorted(collisions)},
         )
+    if not isinstance(requests.questions, list) or not set(requests.questions) <= set(call_targets):
+        raise RunError(
+            "a deferred question must be one of the external calls",
+            code="deferred_request_invalid",
+            details={"tool_call_ids": sorted(set(requests.questions) - set(call_targets))},
+        )
     _validate_metadata(requests.metadata, {*call_targets, *approval_targets}, "request")
 
 
@@ -317,10 +352,14 @@ def check_resume_surface(
                 if category == "call" and isinstance(results.calls.get(target.tool_call_id), ToolFailed):
                     continue
                 problem = "its tool is no longer available"
-            elif tool_identity(tool_def) != entry.target_identity:
+            elif entry.target_identity is not None and tool_identity(tool_def) != entry.target_identity:
                 problem = "its tool identity changed"
+            elif entry.target_kind is not None and tool_def.kind != entry.target_kind:
+                problem = f"its tool changed from kind {entry.target_kind!r} to {tool_def.kind!r}"
             elif category == "approval" and tool_def.kind not in ("function", "unapproved"):
                 problem = f"an approval now targets a tool of kind {tool_def.kind!r}"
+            elif category == "call" and tool_def.kind not in ("external", "function"):
+                problem = f"an external call now targets a tool of kind {tool_def.kind!r}"
             else:
                 continue
             raise DefinitionError(
@@ -347,8 +386,12 @@ def _validate_entry(entry: object) -> None:
         raise RunError("a deferred request entry is malformed", code="deferred_request_invalid")
     model_call, target_call = entry.model_call, entry.target_call
     details = {"tool_call_id": model_call.tool_call_id}
-    if not isinstance(entry.target_identity, str) or not entry.target_identity.strip():
-        raise RunError("a deferred request has no target identity", code="deferred_request_invalid", details=details)
+    if entry.target_identity is not None and (
+        not isinstance(entry.target_identity, str) or not entry.target_identity.strip()
+    ):
+        raise RunError("a deferred target identity is blank", code="deferred_request_invalid", details=details)
+    if entry.target_kind is not None and entry.target_kind not in get_args(ToolDefinitionKind):
+        raise RunError("a deferred request's target kind is unknown", code="deferred_request_invalid", details=details)
     for call in (model_call, target_call):
         if not call.tool_call_id.strip() or not call.tool_name.strip():
             raise RunError("deferred request ids must not be blank", code="deferred_request_invalid", details=details)
@@ -453,7 +496,11 @@ def _validate_metadata(metadata: object, pending_ids: set[str], source: str) -> 
         )
 
 
-def _validate_against_history(requests: DeferredToolRequests, history: Sequence[ModelMessage]) -> None:
+def _validate_against_history(
+    requests: DeferredToolRequests, history: Sequence[ModelMessage], *, every_open_call: bool
+) -> None:
+    """Each request is an open call of the last response, as recorded; with `every_open_call`, each open call
+    of that response is requested too (pydantic-ai cannot continue a response with an unanswered call)."""
     index = last_response_index(history)
     response = history[index]
     assert isinstance(response, ModelResponse)
@@ -486,6 +533,13 @@ def _validate_against_history(requests: DeferredToolRequests, history: Sequence[
                 code="deferred_request_mismatch",
                 details=details,
             )
+    requested = {entry.model_call.tool_call_id for entry in requests.entries()}
+    if every_open_call and (unanswered := sorted(set(by_id) - answered - requested)):
+        raise RunError(
+            f"every open call of the last response needs an answer; not answered: {', '.join(unanswered)}",
+            code="deferred_results_incomplete",
+            details={"missing": unanswered},
+        )
 
 
 def _json_size(value: Any) -> int | None:

@@ -299,14 +299,11 @@ def _deferred_requests(run: Run, result: HarnessRunResult[Any], checkpoint: Any)
             expires_at=expiry_for(policy_version, now),
         )
 
-    def external_kind(entry: DeferredToolCall) -> DeferredKind:
-        # A structured question carries its question in the request metadata (the demo's `ask_operator`).
-        metadata = deferred.metadata.get(entry.target_call.tool_call_id) or {}
-        return DeferredKind.QUESTION if "question" in metadata else DeferredKind.EXTERNAL
-
     DeferredRequest.objects.bulk_create(
-        [request(entry, DeferredKind.APPROVAL) for entry in deferred.approvals]
-        + [request(entry, external_kind(entry)) for entry in deferred.calls]
+        [
+            request(entry, DeferredKind(deferred.kind(entry.target_call.tool_call_id)))
+            for entry in [*deferred.approvals, *deferred.calls]
+        ]
     )
 
 

@@ -22,7 +22,7 @@ from pydantic_ai import (
 )
 from pydantic_ai import DeferredToolResults as NativeResults
 from pydantic_ai.capabilities import HandleDeferredToolCalls
-from pydantic_ai.toolsets import ExternalToolset
+from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 
 from runs.harness import DeferredToolCall, DeferredToolRequests, DeferredToolResume
 from runs.harness.agent import AgentDefinition, ExecutableAgent
@@ -280,6 +280,13 @@ def resume_codes() -> list[tuple[str, Any]]:
             ),
         ),
         ("deferred_resume_invalid", lambda first: first.deferred.build_results(approve_all=True)),
+        # A batch that leaves out one open call of the last response (e1), answered in full for what it has.
+        (
+            "deferred_results_incomplete",
+            lambda first: DeferredToolResume(
+                DeferredToolRequests(approvals=first.deferred.approvals), results(calls={})
+            ),
+        ),
     ]
 
 
@@ -352,6 +359,60 @@ async def test_current_tool_surface_must_still_fit(suspended):
     assert spy.runs == [] and first.state.model_dump_json() == before
 
 
+async def test_an_external_answer_for_a_tool_that_became_a_local_function_is_refused():
+    model = CallingModel([ToolCallPart("lookup", {"x": 4}, tool_call_id="e1")])
+    external = ExternalToolset([ToolDefinition(name="lookup", parameters_json_schema=X_SCHEMA)], id="records")
+    first = await build(model, toolsets=[external]).run("go")
+    assert first.deferred.calls[0].target_kind == "external"
+    resume = DeferredToolResume(first.deferred, NativeResults(calls={"e1": 1}))
+    lookup_ran: list[int] = []
+
+    def lookup(x: int) -> str:
+        lookup_ran.append(x)
+        return "local"
+
+    # Same toolset id and name, so the same identity: only the kind tells the two tools apart.
+    now_local = build(CallingModel([]), toolsets=[FunctionToolset([lookup], id="records")])
+
+    with pytest.raises(DefinitionError) as caught:
+        await now_local.run(previous_state=first.state, deferred_resume=resume)
+
+    assert caught.value.code == "deferred_surface_mismatch"
+    assert "from kind 'external' to 'function'" in str(caught.value)
+    assert lookup_ran == []
+
+
+async def test_questions_are_told_apart_from_external_calls_and_approvals():
+    def ask(question: str) -> str:
+        raise CallDeferred(metadata={"shown": question}, kind="question")
+
+    model = CallingModel(
+        [
+            ToolCallPart("ask", {"question": "Which one?"}, tool_call_id="q1"),
+            ToolCallPart("lookup", {"x": 4}, tool_call_id="e1"),
+            ToolCallPart("delete", {"x": 1}, tool_call_id="d1"),
+        ]
+    )
+    spy = Spy()
+    agent = build(
+        model,
+        tools=[Tool(ask), Tool(spy.tool("delete"), requires_approval=True)],
+        toolsets=[ExternalToolset([ToolDefinition(name="lookup", parameters_json_schema=X_SCHEMA)])],
+    )
+    first = await agent.run("go")
+
+    assert {call_id: first.deferred.kind(call_id) for call_id in ("q1", "e1", "d1")} == {
+        "q1": "question",
+        "e1": "external",
+        "d1": "approval",
+    }
+    assert first.deferred.target_requests().kind("q1") == "question"
+    results = first.deferred.build_results(calls={"q1": "The blue one.", "e1": 7}, approve_all=True)
+    second = await agent.run(previous_state=first.state, deferred_resume=DeferredToolResume(first.deferred, results))
+    assert second.status == "completed"
+    assert "q1:success:The blue one." in second.output
+
+
 async def test_host_built_history_with_native_bool_approval():
     spy = Spy()
     agent, _ = approval_agent(spy)
@@ -372,3 +433,21 @@ async def test_host_built_history_with_native_bool_approval():
 
     result = await agent.run(previous_state=state, deferred_resume=resume("tool/%3Cagent%3E/delete"))
     assert result.status == "completed" and spy.runs == [("delete", {"x": 5})]
+
+
+async def test_a_host_built_request_needs_no_identity_of_the_tool():
+    """S70: no attestation of the tool is required; the call is checked against the current tools alone."""
+    spy = Spy()
+    agent, _ = approval_agent(spy)
+    call = ToolCallPart("delete", {"x": 6}, tool_call_id="host-2")
+    state = HarnessState.new(
+        thread_id="thr_hostbuilt2",
+        message_history=[ModelRequest(parts=[UserPromptPart("remove it")]), ModelResponse(parts=[call])],
+    )
+    requests = DeferredToolRequests(approvals=[DeferredToolCall(call, call)])
+
+    result = await agent.run(
+        previous_state=state, deferred_resume=DeferredToolResume(requests, NativeResults(approvals={"host-2": True}))
+    )
+
+    assert result.status == "completed" and spy.runs == [("delete", {"x": 6})]

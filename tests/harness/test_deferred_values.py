@@ -134,7 +134,7 @@ def test_resume_rejects_wrong_types_and_detaches_its_inputs():
 def test_resume_round_trips_through_pydantic_json():
     adapter = TypeAdapter(DeferredToolResume)
     resume = DeferredToolResume(
-        requests(metadata={"c2": {"k": "v"}}),
+        requests(metadata={"c2": {"k": "v"}}, questions=["c1"]),
         answers(calls={"c1": ToolFailed("gone")}, approvals={"c2": ToolApproved(override_args={"x": 3})}),
         recovery=True,
     )
@@ -142,6 +142,7 @@ def test_resume_round_trips_through_pydantic_json():
     loaded = adapter.validate_json(adapter.dump_json(resume))
 
     assert loaded.requests == resume.requests
+    assert loaded.requests.kind("c1") == "question"
     assert loaded.results.approvals == resume.results.approvals
     assert isinstance(loaded.results.calls["c1"], ToolFailed)
     assert loaded.results.calls["c1"].message == "gone"
