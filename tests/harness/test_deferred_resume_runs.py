@@ -413,14 +413,19 @@ async def test_questions_are_told_apart_from_external_calls_and_approvals():
     assert "q1:success:The blue one." in second.output
 
 
+def host_built_state(call: ToolCallPart) -> HarnessState:
+    """A history a Host wrote itself: a prompt and a response with `call`, no Harness metadata anywhere."""
+    return HarnessState.new(
+        thread_id="thr_hostbuilt1",
+        message_history=[ModelRequest(parts=[UserPromptPart("remove it")]), ModelResponse(parts=[call])],
+    )
+
+
 async def test_host_built_history_with_native_bool_approval():
     spy = Spy()
     agent, _ = approval_agent(spy)
     call = ToolCallPart("delete", {"x": 5}, tool_call_id="host-1")
-    state = HarnessState.new(
-        thread_id="thr_hostbuilt1",
-        message_history=[ModelRequest(parts=[UserPromptPart("remove it")]), ModelResponse(parts=[call])],
-    )
+    state = host_built_state(call)
 
     def resume(identity: str) -> DeferredToolResume:
         requests = DeferredToolRequests(approvals=[DeferredToolCall(call, call, identity)])
@@ -440,14 +445,11 @@ async def test_a_host_built_request_needs_no_identity_of_the_tool():
     spy = Spy()
     agent, _ = approval_agent(spy)
     call = ToolCallPart("delete", {"x": 6}, tool_call_id="host-2")
-    state = HarnessState.new(
-        thread_id="thr_hostbuilt2",
-        message_history=[ModelRequest(parts=[UserPromptPart("remove it")]), ModelResponse(parts=[call])],
-    )
     requests = DeferredToolRequests(approvals=[DeferredToolCall(call, call)])
 
     result = await agent.run(
-        previous_state=state, deferred_resume=DeferredToolResume(requests, NativeResults(approvals={"host-2": True}))
+        previous_state=host_built_state(call),
+        deferred_resume=DeferredToolResume(requests, NativeResults(approvals={"host-2": True})),
     )
 
     assert result.status == "completed" and spy.runs == [("delete", {"x": 6})]
