@@ -17,7 +17,11 @@ from tests.services import ROOT, free_port
 pytestmark = pytest.mark.postgres
 
 PG_BIN = Path(os.environ.get("POSTGRES_BIN", "/usr/lib/postgresql/15/bin"))
-HOST_TESTS = ["tests/host/test_journal.py", "tests/host/test_execution.py"]
+HOST_TESTS = [
+    "tests/host/test_journal.py",
+    "tests/host/test_execution.py",
+    "tests/host/test_policy_limits_migration.py",
+]
 
 
 def _as_postgres_user(argv: list[str]) -> list[str]:

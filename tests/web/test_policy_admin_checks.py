@@ -8,6 +8,7 @@ import json
 import pytest
 from django.contrib.messages import get_messages
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 
 from runs.models import POLICY_VERSION_LIMITS, HostPolicy, HostPolicyVersion
 from runs.services import executions, runner
@@ -251,10 +252,21 @@ def test_a_dry_run_of_mistaken_rules_shows_the_errors_instead(admin_client):
 
 
 def test_profiles_refuse_tools_the_registry_does_not_have(admin_client):
-    from django.urls import reverse
-
     response = admin_client.post(
         reverse("admin:runs_agentprofile_add"), {"name": "bad", "model": "demo", "enabled_tools": ["lookup_recrod"]}
     )
 
     assert any("lookup_recrod" in error for error in form_errors(response))
+
+
+def test_a_new_policy_can_be_dry_run_before_it_exists(admin_client):
+    run_demo("look up REC-42")
+    form = policy_form(name="strict", approval_rules='[{"tool": "*_record*"}]', dry_run_last="5", _dryrun="Dry run")
+
+    response = admin_client.post(reverse("admin:runs_hostpolicy_add"), form)
+
+    assert calls_of(response) == {
+        "lookup_record": (False, True, "newly stopped"),
+        "search_records": (False, True, "newly stopped"),
+    }
+    assert not HostPolicy.objects.filter(name="strict").exists()
