@@ -17,7 +17,6 @@ from runs.models import Checkpoint, CheckpointKind, ExecutionStatus, Run, RunRea
 from runs.services import checkpoints, forks, recovery, runner
 from tests.host import builders
 from tests.host.test_execution import (
-    DEMO_TOOLS,
     Crash,
     assert_contiguous,
     crash_at_model_request,
@@ -26,11 +25,6 @@ from tests.host.test_execution import (
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def demo_thread() -> Thread:
-    return builders.thread(model="demo", tools=DEMO_TOOLS)
 
 
 def growing_states(thread: Thread, rounds: int) -> list[HarnessState]:
