@@ -11,12 +11,22 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from runs.models import POLICY_VERSION_LIMITS, AgentProfile, Decision, HostPolicy, HostPolicyVersion, ToolRecovery
+from runs.models import (
+    POLICY_VERSION_LIMITS,
+    AgentProfile,
+    Decision,
+    DeferredRequest,
+    Execution,
+    HostPolicy,
+    HostPolicyVersion,
+    ToolRecovery,
+)
 from runs.services import toolbox
 from runs.services.dry_run import dry_run
 from runs.services.policy import (
@@ -27,6 +37,7 @@ from runs.services.policy import (
     publish_policy_version,
 )
 from runs.services.providers import ModelChoice, model_problems
+from runs.services.redaction import redactor_for
 from runs.services.rule_checks import effective_approvals, rule_problems
 
 
@@ -132,7 +143,7 @@ class HostPolicyForm(forms.ModelForm):
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 90, "class": "mono"}),
         help_text='JSON list of key regexes (case-insensitive), e.g. ["pass(word)?", "token", "secret"]: values '
-        "under matching keys are masked in the timeline.",
+        "under matching keys are shown as [redacted] on every page, socket and export (the journal keeps them).",
     )
     comment = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 90}), help_text="Why this change."
@@ -323,10 +334,67 @@ class HostPolicyVersionAdmin(RecordAdmin):
         return version_changes(version)
 
 
+def _masked(value: Any, execution: Execution) -> str:
+    """A stored value as staff may see it: masked by the execution's policy version, as on every page."""
+    if value is None:
+        return "—"
+    return format_html("<pre>{}</pre>", redactor_for(execution.policy_version).pretty_json(value))
+
+
+# Fields holding values of a run: shown masked through `_masked`, never as stored.
+_DECISION_VALUES = ("override_args", "approved_args", "result", "message")
+
+
 @admin.register(Decision)
 class DecisionAdmin(RecordAdmin):
     """The record of answers, for staff; answering happens on the execution page."""
 
     list_display = ["decided_at", "decided_by", "verdict", "request", "args_digest"]
     list_filter = ["verdict", "decided_by"]
-    readonly_fields = [field.name for field in Decision._meta.fields]
+    readonly_fields = [
+        *(field.name for field in Decision._meta.fields if field.name not in _DECISION_VALUES),
+        "shown_override_args",
+        "shown_approved_args",
+        "shown_result",
+        "shown_message",
+    ]
+    fields = readonly_fields  # a view-only page would otherwise show every model field as stored
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Decision]:
+        return super().get_queryset(request).select_related("request__execution__policy_version")
+
+    @admin.display(description="edited arguments")
+    def shown_override_args(self, decision: Decision) -> str:
+        return _masked(decision.override_args, decision.request.execution)
+
+    @admin.display(description="approved arguments")
+    def shown_approved_args(self, decision: Decision) -> str:
+        return _masked(decision.approved_args, decision.request.execution)
+
+    @admin.display(description="result")
+    def shown_result(self, decision: Decision) -> str:
+        return _masked(decision.result, decision.request.execution)
+
+    @admin.display(description="message")
+    def shown_message(self, decision: Decision) -> str:
+        return redactor_for(decision.request.execution.policy_version).text(decision.message) or "—"
+
+
+@admin.register(DeferredRequest)
+class DeferredRequestAdmin(RecordAdmin):
+    """What suspended runs asked for, for staff; the arguments are shown masked."""
+
+    list_display = ["created_at", "tool_name", "kind", "status", "execution", "expires_at"]
+    list_filter = ["status", "kind", "tool_name"]
+    readonly_fields = [
+        *(field.name for field in DeferredRequest._meta.fields if field.name != "args"),
+        "shown_args",
+    ]
+    fields = readonly_fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[DeferredRequest]:
+        return super().get_queryset(request).select_related("execution__thread", "execution__policy_version")
+
+    @admin.display(description="arguments")
+    def shown_args(self, deferred: DeferredRequest) -> str:
+        return _masked(deferred.args, deferred.execution)

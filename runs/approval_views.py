@@ -36,6 +36,7 @@ from runs.services.approvals import (
     submit_decisions,
     tool_parameters_schema,
 )
+from runs.services.redaction import redactor_for
 
 AUDIT_ROWS = 200
 
@@ -46,12 +47,16 @@ def execution_url(execution: Execution) -> str:
 
 @dataclass(frozen=True)
 class PendingRow:
-    """One request as the form shows it."""
+    """One request as the form shows it: its arguments masked by the execution's policy version."""
 
     index: int
     request: DeferredRequest
-    args_json: str
+    args: Any
     schema_json: str
+
+    @property
+    def args_json(self) -> str:
+        return json.dumps(self.args, indent=2, ensure_ascii=False)
 
     @property
     def is_approval(self) -> bool:
@@ -67,18 +72,19 @@ class PendingRow:
 
     @property
     def question(self) -> str:
-        args = self.request.args if isinstance(self.request.args, dict) else {}
+        args = self.args if isinstance(self.args, dict) else {}
         return str(args.get("question") or args.get("prompt") or "")
 
 
 def approval_form_context(request: HttpRequest, execution: Execution, *, next_url: str = "") -> dict[str, Any]:
     """What templates/runs/_approval_form.html needs for the execution's open set (empty when none)."""
     pending = pending_requests(execution) if execution.status == ExecutionStatus.WAITING else []
+    redactor = redactor_for(execution.policy_version)
     rows = [
         PendingRow(
             index=index,
             request=item,
-            args_json=json.dumps(item.args, indent=2, ensure_ascii=False),
+            args=redactor.value(item.args),
             schema_json=json.dumps(tool_parameters_schema(item.tool_name)),
         )
         for index, item in enumerate(pending)
@@ -178,7 +184,7 @@ def audit(request: HttpRequest) -> HttpResponse:
     """Decisions and policy versions, newest first, filtered by thread, user and date."""
     filters = AuditFilterForm(request.GET or None)
     decisions = Decision.objects.select_related(
-        "request__execution__thread", "submission__resume_run", "decided_by"
+        "request__execution__thread", "request__execution__policy_version", "submission__resume_run", "decided_by"
     ).order_by("-decided_at", "-id")
     versions = HostPolicyVersion.objects.select_related("policy", "created_by").order_by("-created_at", "-id")
     if filters.is_valid():

@@ -151,7 +151,6 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "checkpoints": timeline.checkpoints_of(run),
             "deferred_requests": timeline.deferred_requests_of(run),
             "usage_json": _pretty(run.usage),
-            "output_json": _pretty(run.output),
         },
     )
 

@@ -9,6 +9,7 @@ engine's own checks (spec S69–S71); an approval recorded here is never permiss
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -40,6 +41,7 @@ from runs.models import (
 from runs.services import decision_items, toolbox
 from runs.services.executions import resume_execution
 from runs.services.journal import decoded
+from runs.services.redaction import redactor_for, restore_redacted
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +226,7 @@ def _accept(
             code="stale",
         )
     _check_complete_set(requests, answers)
+    answers = _unmasked(execution, requests, answers)
     for request, answer in _paired(requests, answers):
         _check_answer(request, answer)
     return _record(execution, requests, answers, key=key, user=user, request_status=DeferredStatus.DECIDED)
@@ -255,6 +258,17 @@ def _check_complete_set(requests: Sequence[DeferredRequest], answers: Sequence[A
 def _paired(requests: Sequence[DeferredRequest], answers: Sequence[Answer]) -> list[tuple[DeferredRequest, Answer]]:
     by_id = {answer.tool_call_id: answer for answer in answers}
     return [(request, by_id[request.tool_call_id]) for request in requests]
+
+
+def _unmasked(execution: Execution, requests: Sequence[DeferredRequest], answers: Sequence[Answer]) -> list[Answer]:
+    """Edited arguments as meant: what the approver left as shown (masked) keeps its real value."""
+    redactor = redactor_for(execution.policy_version)
+    return [
+        dataclasses.replace(answer, override_args=restore_redacted(answer.override_args, request.args, redactor))
+        if answer.override_args is not None
+        else answer
+        for request, answer in _paired(requests, answers)
+    ]
 
 
 def _check_answer(request: DeferredRequest, answer: Answer) -> None:

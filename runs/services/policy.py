@@ -1,8 +1,8 @@
-"""Host policy applied to runs: approval rules as a pydantic-ai capability, expiry and redaction.
+"""Host policy applied to runs: approval rules as a pydantic-ai capability, expiry, versions.
 
 A `HostPolicyVersion` row is immutable; everything here reads one version and turns it into values the
-execution machinery hands to the agent (`approval_capability`) and to the AG-UI observer
-(`redaction_processor`). Editing a policy never changes a version in place: `publish_policy_version`
+execution machinery hands to the agent (`approval_capability`); its redaction patterns are applied by
+`runs.services.redaction`. Editing a policy never changes a version in place: `publish_policy_version`
 writes the next one, so a Run keeps the rules it started with.
 """
 
@@ -10,24 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from ag_ui.core import BaseEvent
 from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_ai import ApprovalRequired, RunContext, ToolCallPart, ToolDefinition
 from pydantic_ai.capabilities import AbstractCapability
 
-from observers.agui.processor import MUTABLE_FIELDS
 from runs.harness.recovery import tool_call_approved
 from runs.models import POLICY_VERSION_LIMITS, HostPolicy, HostPolicyVersion
 
 APPROVAL_CAPABILITY_ID = "host.approval_policy"
-REDACTED = "[redacted]"
 DEFAULT_REASON = "Host policy requires approval for this tool."
 TOOL_OWN_REASON = "The tool itself asks for approval."
 
@@ -192,79 +188,6 @@ def expiry_for(version: HostPolicyVersion | None, created_at: datetime) -> datet
     """When an unanswered request set is answered with denials; `None` when the policy never expires them."""
     seconds = version.approval_timeout_seconds if version is not None else 0
     return created_at + timedelta(seconds=seconds) if seconds and seconds > 0 else None
-
-
-class RedactionProcessor:
-    """An `AguiEventProcessor` masking values of secret-looking keys in the events' content fields.
-
-    Only the fields a processor may change (spec 4.7) are touched, and it is a pure function of its input
-    so a replayed timeline equals the live one. JSON text is redacted structurally; other text, including
-    a JSON fragment streamed in pieces, by `key: value` / `key=value` pairs. Being stateless, it cannot see
-    a secret whose key and value arrive in different deltas.
-    """
-
-    _PAIR = re.compile(
-        r"""(?P<q>["']?)(?P<key>[A-Za-z_][\w.-]*)(?P=q)(?P<sep>\s*[:=]\s*)"""
-        r"""(?P<value>"(?:[^"\\]|\\.)*"?|'[^']*'?|[^\s,;}\]&]+)"""
-    )
-
-    def __init__(self, patterns: Iterable[re.Pattern[str]]) -> None:
-        self.patterns = tuple(patterns)
-
-    def __call__(self, item: Any, event: BaseEvent) -> BaseEvent:
-        changes = {}
-        for name in MUTABLE_FIELDS.get(event.type, ()):
-            if name == "encrypted_value":  # opaque provider data: nothing to recognise in it
-                continue
-            value = getattr(event, name)
-            redacted = self.redact_value(value)
-            if redacted != value:
-                changes[name] = redacted
-        return event.model_copy(update=changes) if changes else event
-
-    def is_secret(self, key: str) -> bool:
-        return any(pattern.search(key) for pattern in self.patterns)
-
-    def redact_value(self, value: Any) -> Any:
-        if isinstance(value, Mapping):
-            return {
-                key: REDACTED if isinstance(key, str) and self.is_secret(key) else self.redact_value(item)
-                for key, item in value.items()
-            }
-        if isinstance(value, list | tuple):
-            return [self.redact_value(item) for item in value]
-        if isinstance(value, str):
-            return self.redact_text(value)
-        return value
-
-    def redact_text(self, text: str) -> str:
-        if not text or not self.patterns:
-            return text
-        stripped = text.lstrip()
-        if stripped[:1] in "{[":
-            try:
-                parsed = json.loads(text)
-            except ValueError:
-                pass
-            else:
-                redacted = self.redact_value(parsed)
-                return text if redacted == parsed else json.dumps(redacted, ensure_ascii=False)
-        return self._PAIR.sub(self._mask_pair, text)
-
-    def _mask_pair(self, match: re.Match[str]) -> str:
-        if not self.is_secret(match["key"]):
-            return match.group(0)
-        value = match["value"]
-        opening = value[0] if value[:1] in "\"'" else ""
-        closing = opening if len(value) > 1 and value.endswith(opening) else ""
-        return f"{match['q']}{match['key']}{match['q']}{match['sep']}{opening}{REDACTED}{closing}"
-
-
-def redaction_processor(version: HostPolicyVersion | None) -> RedactionProcessor | None:
-    """The observer's processor for this policy version, or `None` when it redacts nothing."""
-    if version is None or not version.redact_patterns:
-        return None
-    return RedactionProcessor(parse_redact_patterns(version.redact_patterns))
 
 
 POLICY_VERSION_FIELDS: Sequence[str] = (

@@ -24,15 +24,11 @@ from . import journal
 from .inserts import insert_rows
 from .leases import Lease
 from .publishing import publish_frames
+from .redaction import TimelineRedactor, dump_event
 
 __all__ = ("RunProjection", "dump_event", "store_events")
 
 _FIELDS = ("execution", "position", "run", "journal_entry", "subagent_run_id", "event_type", "event", "occurred_at")
-
-
-def dump_event(event: BaseEvent) -> dict[str, Any]:
-    """The standard AG-UI JSON encoding of an event (by alias, without unset optional fields)."""
-    return event.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 class RunProjection:
@@ -50,6 +46,8 @@ class RunProjection:
         self.observer = observer or HarnessAguiStreamObserver(retain_events=False)
         self._cursor: journal.JournalCursor | None = None
         self._last_position: int | None = None
+        # Built on the first write (it reads the run's policy version, which the worker does off its loop).
+        self._redactor: TimelineRedactor | None = None
 
     def record(self, items: Sequence[HarnessStreamEvent[Any]], *, lease: Lease) -> list[journal.Appended]:
         """Journal the items and store their projection in one transaction (lease checked first).
@@ -83,23 +81,33 @@ class RunProjection:
             for entry, item in pairs
             for event in self.observer.observe(item)
         ]
-        return store_events(self.run, produced, after=self._last_position)
+        if self._redactor is None:
+            self._redactor = TimelineRedactor.for_version(self.run.policy_version)
+        return store_events(self.run, produced, after=self._last_position, redactor=self._redactor)
 
 
 def store_events(
-    run: Run, produced: Sequence[tuple[int | None, datetime, BaseEvent]], *, after: int | None = None
+    run: Run,
+    produced: Sequence[tuple[int | None, datetime, BaseEvent]],
+    *,
+    after: int | None = None,
+    redactor: TimelineRedactor | None = None,
 ) -> int:
     """Inside a transaction: store AG-UI events (with their journal entry pk) of `run` at its execution's next
     positions, after `after` (read from the table when `None`); publish after commit. Returns the last position.
+
+    Every event is masked by the run's policy version on its way in (`redactor` carries the state of a run's
+    streamed deltas; a fresh one is built when none is given): this is the only way into the timeline.
     """
+    if redactor is None:
+        redactor = TimelineRedactor.for_version(run.policy_version)
     if after is None:
         last = TimelineEvent.objects.filter(execution_id=run.execution_id).order_by("-position")
         after = last.values_list("position", flat=True).first() or 0
     rows = []
     frames = []
     run_id = run.run_id or ""
-    for position, (entry_pk, occurred_at, event) in enumerate(produced, start=after + 1):
-        dumped = dump_event(event)
+    for position, (entry_pk, occurred_at, dumped) in enumerate(redactor.events(produced), start=after + 1):
         subagent_run_id = dumped.get("subagentRunId", "")
         rows.append(
             (run.execution_id, position, run.pk, entry_pk, subagent_run_id, dumped["type"], dumped, occurred_at)

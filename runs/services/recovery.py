@@ -55,7 +55,6 @@ from . import checkpoints, journal
 from .approvals import expire_request_set, overdue_sets
 from .codec import decode_resume
 from .executions import enqueue_run, job_id, new_run
-from .policy import redaction_processor
 from .projection import RunProjection, store_events
 from .publishing import publish_execution_status
 from .sweep_failures import give_up, is_transient
@@ -209,7 +208,7 @@ def close_projection(run: Run, failure: SafeFailure | None = None) -> bool:
         message="The worker running this run stopped; a recovery run continues the execution.",
         retry_hint="new_run",
     )
-    observer = HarnessAguiStreamObserver(processor=redaction_processor(run.policy_version), retain_events=False)
+    observer = HarnessAguiStreamObserver(retain_events=False)
     prefix = _Prefix(run)
     try:
         async_to_sync(observer.resume)(prefix.items())

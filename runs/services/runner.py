@@ -47,7 +47,7 @@ from .batching import BatchWriter
 from .boundaries import CheckpointBoundaries, boundary_of
 from .codec import decode_resume
 from .leases import Lease, LeaseLost
-from .policy import approval_reason, expiry_for, redaction_processor
+from .policy import approval_reason, expiry_for
 from .projection import RunProjection
 from .publishing import publish_execution_status, worker_sender
 from .recovery import close_projection
@@ -195,9 +195,7 @@ async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, c
     gate.bind(stream.run_id)
     await _db(_bind_run_id)(lease, stream.run_id)
     run.run_id = stream.run_id
-    projection = RunProjection(
-        run, HarnessAguiStreamObserver(processor=redaction_processor(run.policy_version), retain_events=False)
-    )
+    projection = RunProjection(run, HarnessAguiStreamObserver(retain_events=False))
     cancel.attach(stream.cancel)
     writer = BatchWriter(projection, lease)
 

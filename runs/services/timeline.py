@@ -231,7 +231,7 @@ def lanes_of(execution: Execution) -> list[Lane]:
 
 
 def executions_of(thread: Thread) -> QuerySet[Execution]:
-    return thread.executions.order_by("-number")
+    return thread.executions.select_related("policy_version").order_by("-number")
 
 
 def checkpoints_of(owner: Thread | Run) -> QuerySet[Checkpoint]:

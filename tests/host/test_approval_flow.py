@@ -21,7 +21,7 @@ from runs.models import (
 )
 from runs.services import executions, recovery, runner
 from runs.services.approvals import EXPIRY_MESSAGE, Answer, submit_decisions
-from runs.services.policy import REDACTED
+from runs.services.redaction import REDACTED
 from tests.host import builders
 
 pytestmark = pytest.mark.django_db

@@ -1,0 +1,186 @@
+"""The redaction boundary: secrets in text, JSON, streamed deltas and every stored event type are masked."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from ag_ui.core import (
+    CustomEvent,
+    Interrupt,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    ToolCallArgsEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+from pydantic_ai import ToolCallPart
+
+from observers.agui.fragments import FRAGMENT_EVENT_NAME, CustomEventAssembler, fragment_custom_event
+from runs.models import Decision
+from runs.services.policy import parse_redact_patterns
+from runs.services.redaction import REDACTED, Redactor, TimelineRedactor, dump_event, restore_redacted
+from tests.approval_scenarios import suspended_execution
+from tests.host import builders
+
+SECRETS = Redactor(parse_redact_patterns(["pass(word)?", "token", "^api[_-]?key$"]))
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def stored(*events):
+    """What the timeline stores for these events of one run, in order."""
+    redactor = TimelineRedactor(SECRETS)
+    return [dumped for _, _, dumped in redactor.events([(None, NOW, event) for event in events])]
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ('Config: {"password": "s3cret"}', 'Config: {"password": "[redacted]"}'),
+        ('creds:{"password":"s3cret"}', 'creds:{"password":"[redacted]"}'),
+        ("Here: password: s3cret", "Here: password: [redacted]"),
+        ("use token=abc&user=ann", "use token=[redacted]&user=ann"),
+        ("pw 'passwd': 'two words' ok", "pw 'passwd': '[redacted]' ok"),
+        ('say {\\"password\\": \\"s3cret\\"}', 'say {\\"password\\": \\"[redacted]\\"}'),
+        ('"api_key": {"a": [1, "x}"]}, "b": 2', '"api_key": "[redacted]", "b": 2'),
+    ],
+)
+def test_secrets_inside_one_string_are_masked(text, masked):
+    assert SECRETS.text(text) == masked
+
+
+def test_json_text_is_masked_structurally_and_stays_json():
+    text = '{"user": "ann", "password": "hunter2", "nested": {"API_KEY": 7, "note": "token: abc"}}'
+
+    assert json.loads(SECRETS.text(text)) == {
+        "user": "ann",
+        "password": REDACTED,
+        "nested": {"API_KEY": REDACTED, "note": f"token: {REDACTED}"},
+    }
+
+
+def test_text_without_secrets_is_returned_as_it_was():
+    assert SECRETS.text('{"user":  "ann"}') == '{"user":  "ann"}'
+    assert Redactor(()).text("password: s3cret") == "password: s3cret"
+
+
+@pytest.mark.parametrize(
+    "deltas",
+    [
+        ['{"pass', 'word": "s3', "cr", 'et", "user": "ann"}'],
+        ['{"password"', ": ", '"s3cret"', ', "user": "ann"}'],
+        ['{"password": ', '"s3\\', '"cret", "user": "ann"}'],
+        ['{"token": ', "12", "34", ', "user": "ann"}'],
+    ],
+)
+def test_a_key_and_its_value_split_across_argument_deltas_are_masked_and_the_json_survives(deltas):
+    events = [ToolCallArgsEvent(tool_call_id="c1", delta=delta) for delta in deltas]
+
+    shown = "".join(event["delta"] for event in stored(*events))
+
+    assert "cret" not in shown and "34" not in shown
+    assert json.loads(shown)["user"] == "ann"
+    assert REDACTED in json.loads(shown).values()
+
+
+def test_text_split_across_message_deltas_is_masked_and_streams_stay_apart():
+    events = [
+        TextMessageContentEvent(message_id="m1", delta="Here: pass"),
+        TextMessageContentEvent(message_id="m2", delta="password"),
+        TextMessageContentEvent(message_id="m1", delta="word:"),
+        TextMessageContentEvent(message_id="m1", delta=" hun"),
+        TextMessageContentEvent(message_id="m1", delta="ter2 and more"),
+        TextMessageContentEvent(message_id="m2", delta=" is a word"),
+        TextMessageEndEvent(message_id="m1"),
+    ]
+
+    deltas = [event.get("delta") for event in stored(*events)]
+
+    by_message = {"m1": "".join(d for d, e in zip(deltas, events, strict=True) if e.message_id == "m1" and d)}
+    assert by_message["m1"] == f"Here: password: {REDACTED} and more"
+    assert deltas[5] == " is a word"
+
+
+def test_every_event_type_is_masked_but_ids_names_and_envelopes_are_kept():
+    call = {"tool_name": "login", "args": '{"password": "s3cret"}', "tool_call_id": "c1"}
+    envelope = {"thread_id": "t", "run_id": "r", "sequence": 4, "occurred_at": "x", "event": {"part": call}}
+    interrupt = Interrupt(id="c1", reason="approval", metadata={"tool_name": "login", "args": {"password": "s3cret"}})
+    events = [
+        ToolCallStartEvent(tool_call_id="c1", tool_call_name="password_reset"),
+        ToolCallResultEvent(message_id="m", tool_call_id="c1", content='{"session_token": "s3cret", "ok": true}'),
+        CustomEvent(name="a13n.pydantic_ai.function_tool_call", value=envelope),
+        RunFinishedEvent(thread_id="t", run_id="r", outcome=RunFinishedInterruptOutcome(interrupts=[interrupt])),
+        RunFinishedEvent(thread_id="t", run_id="r", result={"passwd": "s3cret", "list": [{"token": 1}]}),
+        RunErrorEvent(message="bad password=s3cret", code="E", raw_event={"failure": {"message": "token: s3cret"}}),
+    ]
+
+    start, result, custom, interrupted, finished, error = stored(*events)
+
+    assert "s3cret" not in json.dumps([result, custom, interrupted, finished, error])
+    assert start == dump_event(events[0])
+    assert json.loads(result["content"]) == {"session_token": REDACTED, "ok": True}
+    assert custom["name"] == "a13n.pydantic_ai.function_tool_call"
+    assert custom["value"]["event"]["part"] == {**call, "args": '{"password": "[redacted]"}'}
+    assert {key: custom["value"][key] for key in ("thread_id", "run_id", "sequence")} == {
+        "thread_id": "t",
+        "run_id": "r",
+        "sequence": 4,
+    }
+    (shown_interrupt,) = interrupted["outcome"]["interrupts"]
+    assert shown_interrupt["id"] == "c1" and shown_interrupt["metadata"]["args"] == {"password": REDACTED}
+    assert finished["result"] == {"passwd": REDACTED, "list": [{"token": REDACTED}]}
+    assert (error["message"], error["code"]) == (f"bad password={REDACTED}", "E")
+
+
+def test_an_oversized_custom_event_is_masked_whole_and_sent_as_fragments_again():
+    big = CustomEvent(name="a13n.pydantic_ai.function_tool_result", value={"rows": ["x" * 5000] * 12, "token": "s3"})
+    fragments = fragment_custom_event(big, "frag-1")
+    assert len(fragments) > 1 and all(frame.value["id"] == "frag-1" for frame in fragments)
+
+    frames = stored(*fragments)
+
+    assert all(frame["name"] == FRAGMENT_EVENT_NAME for frame in frames)
+    assembler = CustomEventAssembler()
+    whole = [event for frame in frames if (event := assembler.feed(CustomEvent.model_validate(frame)))]
+    assert [event.value["token"] for event in whole] == [REDACTED]
+
+
+def test_an_approver_leaving_masked_values_as_shown_approves_the_real_ones():
+    original = {"password": "s3cret", "note": "token: abc", "host": "db1", "tags": ["token=t1"]}
+    shown = SECRETS.value(original)
+    assert shown == {"password": REDACTED, "note": f"token: {REDACTED}", "host": "db1", "tags": [f"token={REDACTED}"]}
+
+    assert restore_redacted(shown, original, SECRETS) == original
+    assert restore_redacted({**shown, "host": "db2"}, original, SECRETS) == {**original, "host": "db2"}
+    assert restore_redacted({**shown, "password": "new"}, original, SECRETS)["password"] == "new"
+
+
+@pytest.mark.django_db
+def test_the_approval_form_shows_masked_arguments_and_an_edit_keeps_what_was_left_masked(client, operator_user):
+    builders.configure_policy(redact_patterns=["password"])
+    call = ToolCallPart("send_payment", {"amount": 5000, "to": "acme password=s3cret"}, tool_call_id="call-pay")
+    suspended = suspended_execution(approvals=(call,))
+    client.force_login(operator_user)
+    url = f"/executions/{suspended.execution.pk}/approvals/"
+
+    form = client.get(url).content.decode()
+    posted = client.post(
+        url,
+        {
+            "checkpoint": suspended.checkpoint_id,
+            "submission_key": "masked-edit",
+            "decision-0-id": "call-pay",
+            "decision-0-choice": "edit",
+            "decision-0-args": json.dumps({"amount": 10, "to": f"acme password={REDACTED}"}),
+        },
+        HTTP_ACCEPT="application/json",
+    )
+
+    assert "s3cret" not in form and f"acme password={REDACTED}" in form
+    assert posted.status_code == 200, posted.content
+    decision = Decision.objects.get(request__tool_call_id="call-pay")
+    assert decision.approved_args == {"amount": 10, "to": "acme password=s3cret"}
