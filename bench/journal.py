@@ -55,7 +55,6 @@ class _RunAtDepth:
 
         from observers.agui import HarnessAguiStreamObserver
         from runs.models import TimelineEvent
-        from runs.services.policy import redaction_processor
         from runs.services.projection import dump_event
 
         from .host import discard, leased_run, seed_journal
@@ -64,9 +63,7 @@ class _RunAtDepth:
         self.start = max(0, synthetic.size - window)
         discard(synthetic.thread_id)
         self.run, self.lease = leased_run(synthetic.thread_id, synthetic.run_id)
-        self.observer = HarnessAguiStreamObserver(
-            processor=redaction_processor(self.run.policy_version), retain_events=False
-        )
+        self.observer = HarnessAguiStreamObserver(retain_events=False)
         seed_journal(self.run, synthetic.encoded[: self.start])
         rows = []
         for item in synthetic.items[: self.start]:

@@ -52,7 +52,6 @@ def _positions_by_item(synthetic) -> list[int]:
 
 def _once(server, cookie: str, synthetic, positions: list[int]) -> tuple[list[float], float]:
     from observers.agui import HarnessAguiStreamObserver
-    from runs.services.policy import redaction_processor
     from runs.services.projection import RunProjection
 
     from .host import discard, leased_run
@@ -82,7 +81,7 @@ def _once(server, cookie: str, synthetic, positions: list[int]) -> tuple[list[fl
         def created(position: int, at: float) -> None:
             created_at[position] = at
 
-        observer = HarnessAguiStreamObserver(processor=redaction_processor(run.policy_version), retain_events=False)
+        observer = HarnessAguiStreamObserver(retain_events=False)
         projection = RunProjection(run, copy.copy(observer))
         began = time.monotonic()
         async_to_sync(write_like_worker)(run, lease, projection, synthetic, pace=RATE, created=created)
