@@ -6,8 +6,9 @@ It is written in the decision's own transaction, so it travels the same replay-t
 event and is published only once the decision is durable. No run writes the timeline while its execution
 waits (none holds a lease), so the next position is free.
 
-The event shows tool arguments, so every value in it passes through the run's redaction (`RedactionProcessor`
-of the frozen policy version); an edited argument under a secret key still shows *that* it changed.
+The event shows tool arguments, so every value in it passes through the run's redaction (`Redactor` of the
+frozen policy version; `store_events` masks it once more on the way in); an edited argument under a secret
+key still shows *that* it changed.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from pydantic import BaseModel, ConfigDict
 
 from runs.models import Decision, DecisionSubmission, DeferredRequest, Run, Verdict
 
-from .policy import REDACTED, RedactionProcessor, redaction_processor
 from .projection import store_events
+from .redaction import REDACTED, Redactor, redactor_for
 
 __all__ = ("DECISION_EVENT_NAME", "ArgumentChange", "DecidedCall", "DecisionItem", "argument_changes", "record")
 
@@ -84,16 +85,14 @@ def argument_changes(before: Any, after: Any, path: str = "") -> tuple[ArgumentC
     return (ArgumentChange(path=path or "arguments", change="changed", before=before, after=after),)
 
 
-def _redacted_change(change: ArgumentChange, redaction: RedactionProcessor) -> ArgumentChange:
+def _redacted_change(change: ArgumentChange, redaction: Redactor) -> ArgumentChange:
     if any(redaction.is_secret(part) for part in change.path.split(".")):
         hidden = {side: REDACTED for side in ("before", "after") if getattr(change, side) is not None}
         return change.model_copy(update=hidden)
-    return change.model_copy(
-        update={"before": redaction.redact_value(change.before), "after": redaction.redact_value(change.after)}
-    )
+    return change.model_copy(update={"before": redaction.value(change.before), "after": redaction.value(change.after)})
 
 
-def _call(decision: Decision, redaction: RedactionProcessor | None) -> DecidedCall:
+def _call(decision: Decision, redaction: Redactor) -> DecidedCall:
     request: DeferredRequest = decision.request
     edits = argument_changes(request.args, decision.override_args) if decision.override_args is not None else ()
     call = DecidedCall(
@@ -106,20 +105,20 @@ def _call(decision: Decision, redaction: RedactionProcessor | None) -> DecidedCa
         message=decision.message,
         result=decision.result,
     )
-    if redaction is None:
+    if not redaction:
         return call
     return call.model_copy(
         update={
-            "args": redaction.redact_value(call.args),
+            "args": redaction.value(call.args),
             "edits": tuple(_redacted_change(change, redaction) for change in edits),
-            "message": redaction.redact_text(call.message),
-            "result": redaction.redact_value(call.result),
+            "message": redaction.text(call.message),
+            "result": redaction.value(call.result),
         }
     )
 
 
 def item_of(submission: DecisionSubmission, decisions: Sequence[Decision], suspended: Run) -> DecisionItem:
-    redaction = redaction_processor(suspended.policy_version)
+    redaction = redactor_for(suspended.policy_version)
     user = submission.submitted_by
     return DecisionItem(
         decided_by=user.get_username() if user is not None else None,

@@ -10,7 +10,7 @@ import pytest
 from runs.models import TimelineEvent, Verdict
 from runs.services.approvals import EXPIRY_MESSAGE, Answer, expire_overdue_requests, submit_decisions
 from runs.services.decision_items import DECISION_EVENT_NAME, ArgumentChange, argument_changes
-from runs.services.policy import REDACTED
+from runs.services.redaction import REDACTED
 from tests.approval_scenarios import Suspended, suspended_execution
 from tests.host import builders
 from tests.web.seed import append_events, text_run_events
