@@ -19,7 +19,8 @@ from pydantic_ai import Tool, ToolCallPart
 from runs.models import DeferredKind, DeferredRequest, Execution, JournalEntry
 
 from .codec import decode_item
-from .policy import ApprovalPolicy, ApprovalRule, RedactionProcessor, redaction_processor
+from .policy import ApprovalPolicy, ApprovalRule
+from .redaction import redactor_for
 
 __all__ = ("CallOutcome", "DryRun", "dry_run")
 
@@ -95,7 +96,6 @@ def dry_run(rules: tuple[ApprovalRule, ...], *, last: int, tools: Mapping[str, T
     )
     policy = ApprovalPolicy(rules)
     seen: set[tuple[int, str]] = set()
-    redactions: dict[int, RedactionProcessor | None] = {}
     calls = []
     for execution_pk, run_id, payload, codec_version in entries.iterator():
         item = decode_item(payload, codec_version)
@@ -108,15 +108,12 @@ def dry_run(rules: tuple[ApprovalRule, ...], *, last: int, tools: Mapping[str, T
         seen.add(key)
         execution = by_pk[execution_pk]
         args = part.args_as_dict()
-        if execution.policy_version_id not in redactions:
-            redactions[execution.policy_version_id] = redaction_processor(execution.policy_version)
-        redaction = redactions[execution.policy_version_id]
         calls.append(
             CallOutcome(
                 execution=execution,
                 tool=part.tool_name,
                 tool_call_id=part.tool_call_id,
-                args=redaction.redact_value(args) if redaction else args,
+                args=redactor_for(execution.policy_version).value(args),
                 asked_then=key in asked,
                 stopped_by=_stopped_by(policy, tools[part.tool_name], args),
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import json
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
