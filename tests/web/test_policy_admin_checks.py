@@ -88,6 +88,22 @@ def test_each_rule_mistake_is_a_form_error_and_publishes_nothing(admin_client, r
     assert HostPolicyVersion.objects.count() == 1
 
 
+@pytest.mark.parametrize(
+    ("patterns", "expected"),
+    [
+        ("password, token", "Enter a valid JSON."),
+        ("NaN", "must be a list of non-empty regular expressions"),
+        ('["token", 1]', "must be a list of non-empty regular expressions"),
+        ('["("]', "Invalid redaction pattern"),
+    ],
+)
+def test_redaction_patterns_that_are_not_a_json_list_of_regexes_are_form_errors(admin_client, patterns, expected):
+    response = admin_client.post(change_url(default_policy()), policy_form(redact_patterns=patterns))
+
+    assert any(expected in error for error in form_errors(response))
+    assert HostPolicyVersion.objects.count() == 1
+
+
 def test_every_mistake_of_several_rules_is_listed(admin_client):
     rules = [{"tool": "lookup_recrod"}, {"tool": "lookup_record"}, {"tool": "nothing_here"}]
 
