@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "django_rq",
     "runs",
     "observers",
+    "agui_api",
 ]
 
 MIDDLEWARE = [
@@ -154,6 +155,9 @@ RQ = {"WORKER_CLASS": "runs.worker.HostWorker"}
 # the queue a backlog above this many waiting jobs.
 HARNESS_HEALTH_SWEEPER_STALE_SECONDS = float(os.environ.get("HARNESS_HEALTH_SWEEPER_STALE_SECONDS", "30"))
 HARNESS_HEALTH_QUEUE_LIMIT = int(os.environ.get("HARNESS_HEALTH_QUEUE_LIMIT", "1000"))
+
+# The largest RunAgentInput the AG-UI endpoint reads; a larger body gets 413.
+AGUI_MAX_BODY_BYTES = int(os.environ.get("AGUI_MAX_BODY_BYTES", str(1024 * 1024)))
 
 LOGGING = {
     "version": 1,

@@ -9,5 +9,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("health/", health, name="health"),
+    path("agui/", include("agui_api.urls")),
     path("", include("runs.urls")),
 ]

@@ -1,0 +1,139 @@
+"""What a `RunAgentInput` asks the Host to do: start an execution on a thread, or resume a waiting one.
+
+The thread's own state is the truth: the client's copy of the conversation is only checked against it (its user
+messages must be the thread's user prompts, in order) and never fed to the model. A resume answers the open
+interrupts through the approval service the browser form uses, with the same permission, set, schema and audit
+checks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ag_ui.core import RunAgentInput, TextInputContent, UserMessage
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+from runs.harness.state import THREAD_ID_PATTERN
+from runs.models import AgentProfile, ExecutionStatus, Thread
+from runs.services import checkpoints, executions
+from runs.services.approvals import SubmissionRejected, pending_requests, submit_decisions
+from runs.services.timeline import last_position
+
+from .answers import answers_for
+from .errors import Refused
+
+__all__ = ("StreamStart", "begin")
+
+THREAD_ID_MAX = 100
+# Refusals of a decision set that are about the thread's current state rather than the request's content.
+_STATE_CONFLICTS = frozenset({"stale", "duplicate", "unknown_call", "incomplete", "repeated", "unavailable"})
+
+
+@dataclass(frozen=True)
+class StreamStart:
+    """Where the answer's event stream starts: the execution and the last position before its new events."""
+
+    execution_pk: int
+    after: int
+
+
+def begin(profile_name: str, run_input: RunAgentInput, user: AbstractBaseUser) -> StreamStart:
+    """Start or resume, as `run_input` asks; raises `Refused` (and changes nothing) when it cannot."""
+    profile = AgentProfile.objects.filter(name=profile_name).first()
+    if profile is None:
+        raise Refused(404, "unknown_profile", f"There is no agent profile named {profile_name!r}.")
+    if len(run_input.thread_id) > THREAD_ID_MAX or not re.fullmatch(THREAD_ID_PATTERN, run_input.thread_id):
+        raise Refused(
+            400,
+            "bad_thread_id",
+            f"threadId must be a Host thread id (at most {THREAD_ID_MAX} characters matching {THREAD_ID_PATTERN}), "
+            "e.g. 'thread-' and 32 hex digits, or 'myapp_42'.",
+        )
+    user_texts = [_text_of(message) for message in run_input.messages if isinstance(message, UserMessage)]
+    thread = Thread.objects.filter(thread_id=run_input.thread_id).first()
+    if thread is not None and thread.profile_id != profile.pk:
+        raise Refused(
+            409, "thread_of_other_profile", f"Thread {thread.thread_id} belongs to profile {thread.profile.name!r}."
+        )
+    if run_input.resume:
+        if thread is None:
+            raise Refused(409, "nothing_to_resume", f"Thread {run_input.thread_id} does not exist; nothing waits.")
+        _check_history(thread, user_texts)
+        return _resume(thread, run_input, user)
+    if not run_input.messages or not isinstance(run_input.messages[-1], UserMessage):
+        raise Refused(400, "no_user_message", "The last message must be the user message to run.")
+    prompt = user_texts[-1]
+    if not prompt.strip():
+        raise Refused(400, "empty_user_message", "The user message to run is empty.")
+    with transaction.atomic():
+        if thread is None:
+            thread = executions.create_thread(profile, title=prompt[:60], thread_id=run_input.thread_id)
+        _check_history(thread, user_texts[:-1])
+        try:
+            execution = executions.start_execution(thread, prompt, user=user)
+        except executions.ExecutionBusy as exc:
+            waiting = thread.executions.filter(status=ExecutionStatus.WAITING).exists()
+            hint = " It waits on interrupts: answer them with `resume`." if waiting else ""
+            raise Refused(
+                409, "thread_busy", f"Thread {thread.thread_id} already has an active execution.{hint}"
+            ) from exc
+    return StreamStart(execution.pk, 0)
+
+
+def _text_of(message: UserMessage) -> str:
+    if isinstance(message.content, str):
+        return message.content
+    if not all(isinstance(part, TextInputContent) for part in message.content):
+        raise Refused(400, "unsupported_content", f"User message {message.id!r}: only text content is supported.")
+    return "".join(part.text for part in message.content)  # type: ignore[union-attr]
+
+
+def _check_history(thread: Thread, client_texts: Sequence[str]) -> None:
+    """The client's earlier user messages must be the thread's own user prompts, in order."""
+    state = checkpoints.load(thread.selected_checkpoint)
+    prompts = [
+        part.content
+        for message in state.message_history
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, UserPromptPart) and isinstance(part.content, str)
+    ]
+    if list(client_texts) != prompts:
+        raise Refused(
+            409,
+            "history_mismatch",
+            f"The messages do not match thread {thread.thread_id}: it holds {len(prompts)} user message(s) before "
+            f"this one, the request sent {len(client_texts)} that differ. The thread's own history is used, never the "
+            "client's; reload the thread (or use a new threadId) and send only the new user message after it.",
+            [{"thread": prompts, "sent": list(client_texts)}],
+        )
+
+
+def _resume(thread: Thread, run_input: RunAgentInput, user: AbstractBaseUser) -> StreamStart:
+    execution = thread.executions.filter(status=ExecutionStatus.WAITING).order_by("-number").first()
+    requests = pending_requests(execution) if execution is not None else []
+    if execution is None or not requests:
+        raise Refused(409, "nothing_to_resume", f"Thread {thread.thread_id} has no open interrupts to resume.")
+    answers = answers_for(requests, run_input.resume or [])
+    key = "agui-" + hashlib.sha256(f"{thread.thread_id}\0{run_input.run_id}".encode()).hexdigest()[:40]
+    try:
+        submit_decisions(
+            execution, checkpoint_id=requests[0].checkpoint_id, key=key, answers=answers, user=_fresh(user)
+        )
+    except PermissionDenied as exc:
+        raise Refused(403, "forbidden", str(exc)) from exc
+    except SubmissionRejected as exc:
+        raise Refused(409 if exc.code in _STATE_CONFLICTS else 400, exc.code, exc.message) from exc
+    # The resumed run's events come after everything stored so far (the decision item included).
+    return StreamStart(execution.pk, last_position(execution.pk))
+
+
+def _fresh(user: AbstractBaseUser) -> AbstractBaseUser:
+    # Permissions are cached per user object; a decision is checked against the current grants.
+    return type(user)._default_manager.get(pk=user.pk)

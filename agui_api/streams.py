@@ -1,0 +1,148 @@
+"""An execution's stored AG-UI events as server-sent events: replay from a position, then follow until it settles.
+
+The database is the only source: every read takes the events after the last position sent, so nothing is
+skipped or sent twice however replay and live overlap. The execution's Channels group (the one the websocket
+uses) only wakes the stream early; a lost message costs at most `WAKE_SECONDS`. Each read opens and closes
+its own database connection, so an open stream holds none while it waits.
+
+The events are the stored, redacted ones, with the timeline position as the SSE `id` (so `Last-Event-ID`
+resumes), encoded by `ag_ui.encoder`. Two things differ from the timeline: an interrupt outcome carries each
+request's message, answer schema and expiry (the Host knows them, the projection does not), and Host
+annotations stored between two runs (the `a13n.host.decision` item after an interrupt) are left out, because
+an AG-UI run accepts no event after its RUN_FINISHED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ag_ui.core import Event, EventType, RunFinishedEvent, RunFinishedInterruptOutcome
+from ag_ui.encoder import EventEncoder
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.db import connections
+from pydantic import TypeAdapter
+
+from runs.models import ACTIVE_EXECUTION_STATUSES, DeferredRequest, Execution, ExecutionStatus, TimelineEvent
+from runs.services.publishing import execution_group
+from runs.services.timeline import REPLAY_PAGE_SIZE, frames_after
+
+from .answers import interrupt_of
+
+__all__ = ("open_run_at", "sse_events")
+
+WAKE_SECONDS: Final = 1.0
+KEEPALIVE_SECONDS: Final = 15.0
+_RUN_EDGES = (EventType.RUN_STARTED.value, EventType.RUN_FINISHED.value, EventType.RUN_ERROR.value)
+_EVENT: TypeAdapter[Any] = TypeAdapter(Event)
+_ENCODER = EventEncoder()
+
+
+@dataclass(frozen=True)
+class _Page:
+    frames: list[dict[str, Any]]
+    settled: bool
+    full: bool
+    requests: dict[tuple[int, str], DeferredRequest]
+
+
+def _settled(status: str | None) -> bool:
+    return status is None or status == ExecutionStatus.WAITING or status not in ACTIVE_EXECUTION_STATUSES
+
+
+def _read(execution_pk: int, after: int) -> _Page:
+    try:
+        # The status first: when it says settled, the events read next include everything that led there.
+        status = Execution.objects.filter(pk=execution_pk).values_list("status", flat=True).first()
+        frames = frames_after(execution_pk, after)
+        interrupted = {
+            frame["run"]
+            for frame in frames
+            if frame["event"].get("type") == EventType.RUN_FINISHED.value
+            and (frame["event"].get("outcome") or {}).get("type") == "interrupt"
+        }
+        requests = {
+            (request.run_id, request.tool_call_id): request
+            for request in DeferredRequest.objects.filter(run_id__in=interrupted)
+        }
+        return _Page(frames, _settled(status), len(frames) == REPLAY_PAGE_SIZE, requests)
+    finally:
+        connections.close_all()
+
+
+def open_run_at(execution_pk: int, position: int) -> bool:
+    """Whether the event at `position` lies inside a run (between its RUN_STARTED and its end)."""
+    try:
+        edge = (
+            TimelineEvent.objects.filter(execution_id=execution_pk, position__lte=position, event_type__in=_RUN_EDGES)
+            .order_by("-position")
+            .values_list("event_type", flat=True)
+            .first()
+        )
+        return edge == EventType.RUN_STARTED.value
+    finally:
+        connections.close_all()
+
+
+def _encoded(frame: dict[str, Any], requests: dict[tuple[int, str], DeferredRequest]) -> str:
+    event = _EVENT.validate_python(frame["event"])
+    if isinstance(event, RunFinishedEvent) and isinstance(event.outcome, RunFinishedInterruptOutcome):
+        enriched = [
+            interrupt_of(request, interrupt) if (request := requests.get((frame["run"], interrupt.id))) else interrupt
+            for interrupt in event.outcome.interrupts
+        ]
+        event = event.model_copy(update={"outcome": event.outcome.model_copy(update={"interrupts": enriched})})
+    return f"id: {frame['position']}\n{_ENCODER.encode(event)}"
+
+
+async def sse_events(execution_pk: int, after: int, *, in_run: bool) -> AsyncIterator[str]:
+    """The SSE text of the execution's events after `after`, until it settles (waiting counts as settled)."""
+    layer = get_channel_layer()
+    channel = await layer.new_channel() if layer is not None else None
+    if channel is not None:
+        await layer.group_add(execution_group(execution_pk), channel)
+    try:
+        idle = 0.0
+        while True:
+            page = await sync_to_async(_read)(execution_pk, after)
+            for frame in page.frames:
+                after = frame["position"]
+                kind = frame["event"].get("type")
+                if kind == EventType.RUN_STARTED.value:
+                    in_run = True
+                elif not in_run:
+                    continue
+                elif kind in _RUN_EDGES:
+                    in_run = False
+                yield _encoded(frame, page.requests)
+            if page.frames:
+                idle = 0.0
+            if page.full:
+                continue
+            if page.settled:
+                return
+            if await _woken(layer, channel):
+                idle = 0.0
+                continue
+            idle += WAKE_SECONDS
+            if idle >= KEEPALIVE_SECONDS:
+                idle = 0.0
+                yield ": keepalive\n\n"
+    finally:
+        if channel is not None:
+            await layer.group_discard(execution_group(execution_pk), channel)
+
+
+async def _woken(layer: Any, channel: str | None) -> bool:
+    """Wait for a message to the execution's group; False after `WAKE_SECONDS` without one."""
+    if channel is None:
+        await asyncio.sleep(WAKE_SECONDS)
+        return False
+    try:
+        await asyncio.wait_for(layer.receive(channel), WAKE_SECONDS)
+    except TimeoutError:
+        return False
+    return True

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from . import views
+
+app_name = "agui"
+
+urlpatterns = [
+    path("executions/<int:pk>/events", views.execution_events, name="execution-events"),
+    path("<slug:profile>/", views.run_agent, name="run"),
+]

@@ -1,0 +1,122 @@
+"""The AG-UI endpoint: `POST /agui/<profile>/` starts or resumes a run, `GET /agui/executions/<pk>/events`
+watches any execution. Both answer server-sent events (`streams.py`); refusals are JSON (`errors.py`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ag_ui.core import RunAgentInput
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db import connections
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+from pydantic import ValidationError
+
+from runs.services.timeline import execution_exists, last_position
+
+from . import intake
+from .auth import authenticate, csrf_refusal
+from .errors import Refused
+from .streams import open_run_at, sse_events
+
+__all__ = ("execution_events", "run_agent")
+
+
+def _refusal(refused: Refused) -> JsonResponse:
+    response = JsonResponse(refused.body(), status=refused.status)
+    if refused.status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="agui"'
+    return response
+
+
+def _unauthenticated() -> JsonResponse:
+    return _refusal(Refused(401, "unauthenticated", "Log in, or send 'Authorization: Bearer <API token>'."))
+
+
+def _sse(events: Any) -> StreamingHttpResponse:
+    return StreamingHttpResponse(
+        events, content_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    )
+
+
+def _run_input(request: HttpRequest) -> RunAgentInput:
+    limit = settings.AGUI_MAX_BODY_BYTES
+    too_big = Refused(413, "too_large", f"The request body is larger than {limit} bytes.")
+    if int(request.headers.get("Content-Length") or 0) > limit:
+        raise too_big
+    try:
+        body = request.body
+    except RequestDataTooBig as exc:
+        raise too_big from exc
+    if len(body) > limit:
+        raise too_big
+    try:
+        return RunAgentInput.model_validate_json(body)
+    except ValidationError as exc:
+        errors = json.loads(exc.json(include_url=False, include_input=False))
+        raise Refused(400, "invalid_input", "The body is not a valid AG-UI RunAgentInput.", errors) from exc
+
+
+def _begin(profile: str, run_input: RunAgentInput, user: Any) -> intake.StreamStart:
+    try:
+        return intake.begin(profile, run_input, user)
+    finally:
+        connections.close_all()
+
+
+@csrf_exempt
+@require_POST
+async def run_agent(request: HttpRequest, profile: str) -> HttpResponse:
+    """Start an execution on the RunAgentInput's thread (or resume it) and stream its AG-UI events."""
+    caller = await authenticate(request)
+    if caller is None:
+        return _unauthenticated()
+    if not caller.by_token and (refusal := csrf_refusal(request)) is not None:
+        return refusal
+    try:
+        run_input = _run_input(request)
+        start = await sync_to_async(_begin)(profile, run_input, caller.user)
+    except Refused as refused:
+        return _refusal(refused)
+    return _sse(sse_events(start.execution_pk, start.after, in_run=False))
+
+
+def _cursor(execution_pk: int, header: str | None) -> int:
+    try:
+        last = last_position(execution_pk)
+    finally:
+        connections.close_all()
+    if header is None:
+        return 0
+    if not header.isdigit():
+        raise Refused(400, "bad_cursor", "Last-Event-ID must be a timeline position (a whole number).")
+    after = int(header)
+    if after > last:
+        raise Refused(400, "cursor_beyond_end", f"Execution {execution_pk} has no position {after} yet.")
+    return after
+
+
+def _exists(execution_pk: int) -> bool:
+    try:
+        return execution_exists(execution_pk)
+    finally:
+        connections.close_all()
+
+
+@require_GET
+async def execution_events(request: HttpRequest, pk: int) -> HttpResponse:
+    """Replay an execution's AG-UI events after `Last-Event-ID` (or from the start), then follow until it settles."""
+    if await authenticate(request) is None:
+        return _unauthenticated()
+    try:
+        if not await sync_to_async(_exists)(pk):
+            raise Refused(404, "not_found", f"There is no execution {pk}.")
+        after = await sync_to_async(_cursor)(pk, request.headers.get("Last-Event-ID"))
+    except Refused as refused:
+        return _refusal(refused)
+    in_run = await sync_to_async(open_run_at)(pk, after) if after else False
+    return _sse(sse_events(pk, after, in_run=in_run))
