@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from copy import deepcopy
+from typing import Annotated, Any, Literal, Self
 
 import pydantic
 from pydantic import (
@@ -21,6 +22,7 @@ from pydantic import (
     PlainSerializer,
     PlainValidator,
     computed_field,
+    model_validator,
 )
 from pydantic_ai import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
 
@@ -62,12 +64,21 @@ def _encode_messages(value: Any) -> bytes:
         if all(isinstance(item, ModelRequest | ModelResponse) for item in items):
             messages = ModelMessagesTypeAdapter.validate_python(items)
         else:
-            # Plain JSON values (from `model_validate_json` or a JSON dump) go through the JSON path so that
-            # base64 binary content decodes exactly as pydantic-ai encoded it.
-            messages = ModelMessagesTypeAdapter.validate_json(json.dumps(items))
+            messages = _validate_dumped_messages(items)
     except (pydantic.ValidationError, TypeError) as exc:
         raise ValueError(f"invalid message history: {exc}") from exc
     return ModelMessagesTypeAdapter.dump_json(messages)
+
+
+def _validate_dumped_messages(items: list[Any]) -> list[ModelMessage]:
+    try:
+        text = json.dumps(items)
+    except TypeError:
+        # A python-mode dump (datetimes, bytes) is validated as the Python objects it holds.
+        return ModelMessagesTypeAdapter.validate_python(items)
+    # Plain JSON values (from `model_validate_json` or a JSON dump) go through the JSON path so that base64
+    # binary content decodes exactly as pydantic-ai encoded it.
+    return ModelMessagesTypeAdapter.validate_json(text)
 
 
 def _dump_messages(messages: Sequence[ModelMessage]) -> Any:
@@ -208,6 +219,26 @@ class HarnessState(BaseModel):
     environment_states_json: Annotated[bytes, PlainValidator(_encode_environment_states)] = Field(
         default=b"{}", validation_alias="environment_states", exclude=True, repr=False
     )
+
+    @model_validator(mode="after")
+    def _detach_extra_fields(self) -> Self:
+        # Unknown top-level fields must be strict JSON, and are held as fresh copies of what the caller passed.
+        extra = self.__pydantic_extra__ or {}
+        try:
+            frozen = {name: json.loads(_canonical_json(value)) for name, value in extra.items()}
+        except pydantic.ValidationError as exc:
+            raise ValueError(f"unknown top-level fields must be strict JSON: {exc}") from exc
+        object.__setattr__(self, "__pydantic_extra__", frozen)
+        return self
+
+    @property
+    def model_extra(self) -> dict[str, Any] | None:
+        """The unknown top-level fields, as a copy: changing it never changes the state."""
+        return deepcopy(self.__pydantic_extra__)
+
+    def __getattr__(self, name: str) -> Any:
+        value = super().__getattr__(name)  # type: ignore[misc]
+        return deepcopy(value) if name in (self.__pydantic_extra__ or {}) else value
 
     @computed_field
     @property

@@ -8,7 +8,15 @@ from types import SimpleNamespace
 
 import pytest
 from pydantic import BaseModel, ValidationError
-from pydantic_ai import ModelMessagesTypeAdapter, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+from pydantic_ai import (
+    BinaryContent,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    UserPromptPart,
+)
 
 from runs.harness import AgentContextStateSnapshot, CapabilityState, EnvironmentState, HarnessState
 from runs.harness import state as state_module
@@ -105,6 +113,40 @@ def test_mutating_returned_values_does_not_change_the_state():
     assert state.message_history == tuple(full_state().message_history)
     assert state.agent_context_state.get("acme.counter").data == {"value": 1}
     assert set(state.environment_states) == {"main"}
+
+
+def test_unknown_fields_cannot_be_changed_through_the_state_or_the_input_it_was_built_from():
+    """S32/S35: extras are deeply immutable, like everything else a state holds."""
+    given = {"future_field": {"items": [1, 2]}}
+    state = full_state(**given)
+    given["future_field"]["items"].append("input changed")
+    state.future_field["items"].append("attribute changed")
+    state.model_extra["future_field"]["items"].append("model_extra changed")
+    state.model_extra.clear()
+
+    assert state.future_field == {"items": [1, 2]}
+    assert json.loads(state.model_dump_json())["future_field"] == {"items": [1, 2]}
+    assert json.loads(state.fork().model_dump_json())["future_field"] == {"items": [1, 2]}
+
+
+def test_unknown_fields_must_be_strict_json():
+    with pytest.raises(ValidationError):
+        full_state(future_field=float("nan"))
+
+
+def test_python_mode_round_trip_is_exact():
+    """S35: `model_validate(model_dump())` rebuilds the same state, binary content included."""
+    state = full_state(future_field=[1, {"a": None}]).with_changes(
+        message_history=[
+            *HISTORY,
+            ModelRequest(parts=[UserPromptPart(["see", BinaryContent(b"\x00\xff", media_type="image/png")])]),
+        ]
+    )
+
+    restored = HarnessState.model_validate(state.model_dump())
+
+    assert restored == state
+    assert restored.message_history[-1].parts[0].content[1].data == b"\x00\xff"
 
 
 def test_invalid_history_is_rejected():
