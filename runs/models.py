@@ -175,6 +175,10 @@ class Execution(models.Model):
     failure_code = models.CharField(max_length=100, blank=True)
     failure_message = models.TextField(blank=True)
     cancel_requested = models.BooleanField(default=False, help_text="An operator asked to cancel; the worker obeys.")
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    cancelled_at = models.DateTimeField(null=True, blank=True, help_text="When cancellation was asked for.")
 
     class Meta:
         constraints = [
@@ -417,6 +421,7 @@ class Verdict(models.TextChoices):
     EXTERNAL_RESULT = "external_result"
     ANSWERED = "answered"
     EXPIRED = "expired"
+    CANCELLED = "cancelled"
 
 
 class Decision(models.Model):

@@ -12,8 +12,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from runs.models import AgentProfile, Checkpoint, Execution, Run, Thread, TimelineEvent
-from runs.services import checkpoints, executions, forks, timeline
+from runs.models import AgentProfile, Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
+from runs.services import cancellation, checkpoints, executions, forks, timeline
+from runs.services.approvals import can_decide
 
 THREADS_PER_PAGE = 25
 CHECKPOINTS_PER_PAGE = 20
@@ -106,7 +107,9 @@ def fork_checkpoint(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    execution = get_object_or_404(Execution.objects.select_related("thread__profile", "policy_version__policy"), pk=pk)
+    execution = get_object_or_404(
+        Execution.objects.select_related("thread__profile", "policy_version__policy", "cancelled_by"), pk=pk
+    )
     lanes = timeline.lanes_of(execution)
     config = {
         "execution": execution.pk,
@@ -121,17 +124,30 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(
         request,
         "runs/execution.html",
-        {"execution": execution, "thread": execution.thread, "lanes": lanes, "timeline_config": config},
+        {
+            "execution": execution,
+            "thread": execution.thread,
+            "lanes": lanes,
+            "timeline_config": config,
+            # Cancelling a waiting execution refuses what it waits on: an approver's decision.
+            "may_cancel": execution.status != ExecutionStatus.WAITING or can_decide(request.user),
+        },
     )
 
 
 @login_required
 @require_POST
 def cancel_execution(request: HttpRequest, pk: int) -> HttpResponse:
+    """Cancel an active execution; a waiting one needs runs.decide_deferred (PermissionDenied: 403)."""
     execution = get_object_or_404(Execution, pk=pk)
-    if execution.is_active:
-        executions.cancel_execution(execution)
-        messages.success(request, "Cancellation requested; the run stops at its next heartbeat.")
+    waiting = execution.status == ExecutionStatus.WAITING
+    if cancellation.cancel_execution(execution, user=request.user):
+        messages.success(
+            request,
+            "Cancelled; the requests it waited on are closed."
+            if waiting
+            else "Cancellation requested; the run stops at its next heartbeat.",
+        )
     return redirect("runs:execution", pk=execution.pk)
 
 

@@ -50,6 +50,7 @@ MAX_VALUE_BYTES: Final = 64 * 1024
 """Largest JSON of one edited argument set, external result or answer (the engine's metadata bound)."""
 MAX_MESSAGE_CHARS: Final = 4000
 EXPIRY_MESSAGE: Final = "No answer arrived before the approval timeout; the host denied this call."
+CANCEL_MESSAGE: Final = "The execution was cancelled while this call waited for an answer."
 
 ALLOWED_VERDICTS: Final[Mapping[str, frozenset[str]]] = {
     DeferredKind.APPROVAL: frozenset({Verdict.APPROVED, Verdict.DENIED}),
@@ -370,6 +371,37 @@ def _record(
             f"The answers do not match the request categories: {exc}", code="wrong_category"
         ) from exc
     resume = DeferredToolResume(deferred, results)
+    submission = _store(execution, requests, answers, key=key, user=user, request_status=request_status)
+    submission.resume_run = resume_execution(execution, resume)
+    submission.save(update_fields=["resume_run"])
+    decision_items.record(submission)
+    return submission
+
+
+def record_cancellation(
+    execution: Execution, requests: Sequence[DeferredRequest], *, user: AbstractBaseUser | None
+) -> DecisionSubmission:
+    """Inside the cancelling transaction: the open set answered `cancelled` by `user` (None: the host).
+
+    Nothing resumes: the execution ends. The requests close as expired, and the decision item shows who
+    cancelled in the timeline, as the decisions do in the audit.
+    """
+    answers = [Answer(request.tool_call_id, Verdict.CANCELLED, message=CANCEL_MESSAGE) for request in requests]
+    key = f"cancel-{execution.pk}-{requests[0].checkpoint_id}"
+    submission = _store(execution, requests, answers, key=key, user=user, request_status=DeferredStatus.EXPIRED)
+    decision_items.record(submission)
+    return submission
+
+
+def _store(
+    execution: Execution,
+    requests: Sequence[DeferredRequest],
+    answers: Sequence[Answer],
+    *,
+    key: str,
+    user: AbstractBaseUser | None,
+    request_status: str,
+) -> DecisionSubmission:
     decided_by = user if user is not None and user.is_authenticated else None
     submission = DecisionSubmission.objects.create(
         key=key, execution=execution, checkpoint_id=requests[0].checkpoint_id, submitted_by=decided_by
@@ -390,7 +422,4 @@ def _record(
             decided_by=decided_by,
         )
     DeferredRequest.objects.filter(pk__in=[request.pk for request in requests]).update(status=request_status)
-    submission.resume_run = resume_execution(execution, resume)
-    submission.save(update_fields=["resume_run"])
-    decision_items.record(submission)
     return submission

@@ -1,4 +1,4 @@
-"""Starting, resuming and cancelling executions; each new Run is enqueued on RQ after the commit."""
+"""Starting and resuming executions; each new Run is enqueued on RQ after the commit (cancelling: cancellation.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from typing import Any
 import django_rq
 from django.db import IntegrityError, transaction
 from django.db.models import Max
-from django.utils import timezone
 
 from runs.harness.deferred import DeferredToolResume
 from runs.harness.state import HarnessState, new_thread_id
@@ -16,8 +15,6 @@ from runs.models import (
     AgentProfile,
     Checkpoint,
     CheckpointKind,
-    DeferredRequest,
-    DeferredStatus,
     Execution,
     ExecutionStatus,
     ExecutionTrigger,
@@ -36,7 +33,6 @@ from .publishing import publish_execution_status
 
 __all__ = (
     "ExecutionBusy",
-    "cancel_execution",
     "create_thread",
     "current_policy_version",
     "enqueue_run",
@@ -149,21 +145,3 @@ def resume_execution(execution: Execution, resume: DeferredToolResume) -> Run:
     )
     publish_execution_status(execution.pk)
     return run
-
-
-def cancel_execution(execution: Execution) -> None:
-    """Ask for cancellation: the worker cancels the stream at its next heartbeat; a waiting one ends now.
-
-    A waiting execution's open requests close with it (expired), so they can no longer be answered and
-    leave the approvals inbox.
-    """
-    with transaction.atomic():
-        Execution.objects.filter(pk=execution.pk).update(cancel_requested=True)
-        ended = Execution.objects.filter(pk=execution.pk, status=ExecutionStatus.WAITING).update(
-            status=ExecutionStatus.CANCELLED, finished_at=timezone.now()
-        )
-        if ended:
-            DeferredRequest.objects.filter(execution_id=execution.pk, status=DeferredStatus.PENDING).update(
-                status=DeferredStatus.EXPIRED
-            )
-        publish_execution_status(execution.pk)

@@ -21,7 +21,7 @@ from django.db import transaction
 from agui_api.streams import sse_events
 from runs.harness.deferred import DeferredToolResume
 from runs.models import Execution, Verdict
-from runs.services import executions, recovery, runner, timeline
+from runs.services import cancellation, executions, recovery, runner, timeline
 from runs.services.approvals import Answer, pending_requests, submit_decisions
 from runs.services.codec import decode_item
 from tests.agui_http import parse
@@ -89,7 +89,7 @@ def demo_scenarios(decide: Decide) -> dict[str, Execution]:
         run_to_end(done[name])
 
     cancelled = executions.start_execution(builders.thread(model="demo", tools=DEMO_TOOLS), "a slow 3 step")
-    executions.cancel_execution(cancelled)
+    cancellation.cancel_execution(cancelled, user=None)
     run_to_end(cancelled)
     done["cancellation"] = cancelled
 

@@ -26,7 +26,7 @@ from runs.models import (
     ToolDispatch,
     Verdict,
 )
-from runs.services import checkpoints, executions, forks, journal, leases, recovery, runner
+from runs.services import cancellation, checkpoints, executions, forks, journal, leases, recovery, runner
 from runs.services.codec import decode_item, item_kind
 from tests.host import builders
 
@@ -191,7 +191,7 @@ def test_recovery_gives_up_after_the_policys_attempts(demo_thread, monkeypatch):
 def test_a_cancel_request_reaches_the_running_worker(demo_thread):
     builders.configure_policy(lease_seconds=1)
     run = start(demo_thread, "a slow 3 step")
-    executions.cancel_execution(run.execution)
+    cancellation.cancel_execution(run.execution, user=None)
     assert runner.execute_run(run.pk) == "cancelled"
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED and run.execution.status == ExecutionStatus.CANCELLED
@@ -204,7 +204,7 @@ def test_cancelling_a_waiting_execution_closes_its_open_requests(django_user_mod
     from tests.approval_scenarios import suspended_execution
 
     waiting = suspended_execution()
-    executions.cancel_execution(waiting.execution)
+    cancellation.cancel_execution(waiting.execution, user=None)
     waiting.execution.refresh_from_db()
     assert waiting.execution.status == ExecutionStatus.CANCELLED
     assert set(waiting.execution.deferred_requests.values_list("status", flat=True)) == {DeferredStatus.EXPIRED}

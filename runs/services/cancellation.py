@@ -1,0 +1,50 @@
+"""Cancelling an execution: who asked and when is recorded; cancelling a waiting one is a decision.
+
+A running (or queued, recovering) execution is asked to stop: the worker cancels the stream at its next
+heartbeat. A waiting execution ends at once, and since that refuses the calls it waits on, it needs the same
+`runs.decide_deferred` permission as answering them: its open set is recorded as decisions `cancelled` by the
+user (a decision item in the timeline, rows in the audit), and nothing resumes.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
+
+from runs.models import DeferredRequest, DeferredStatus, Execution, ExecutionStatus
+
+from .approvals import can_decide, pending_requests, record_cancellation
+from .publishing import publish_execution_status
+
+__all__ = ("cancel_execution",)
+
+
+def cancel_execution(execution: Execution, *, user: AbstractBaseUser | AnonymousUser | None) -> bool:
+    """Cancel, or ask to cancel, an active execution; False when it had already ended.
+
+    `user` is the person asking (None: the host itself, e.g. a command). `PermissionDenied` for a waiting
+    execution and a user without `runs.decide_deferred`, before anything changes.
+    """
+    cancelled_by = user if user is not None and user.is_authenticated else None
+    with transaction.atomic():
+        locked = Execution.objects.select_for_update().select_related("thread").get(pk=execution.pk)
+        if not locked.is_active:
+            return False
+        waiting = locked.status == ExecutionStatus.WAITING
+        if waiting and user is not None and not can_decide(user):
+            raise PermissionDenied("Cancelling a waiting execution needs the runs.decide_deferred permission.")
+        now = timezone.now()
+        changes = {"cancel_requested": True, "cancelled_by": cancelled_by, "cancelled_at": now}
+        if waiting:
+            changes |= {"status": ExecutionStatus.CANCELLED, "finished_at": now}
+            if open_set := pending_requests(locked):
+                record_cancellation(locked, open_set, user=cancelled_by)
+            # Requests of a set the thread no longer offers can no longer be answered either.
+            DeferredRequest.objects.filter(execution_id=locked.pk, status=DeferredStatus.PENDING).update(
+                status=DeferredStatus.EXPIRED
+            )
+        Execution.objects.filter(pk=locked.pk).update(**changes)
+        publish_execution_status(locked.pk)
+    return True
