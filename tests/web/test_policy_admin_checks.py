@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.contrib.messages import get_messages
 from django.db import IntegrityError, transaction
 from django.urls import reverse
@@ -286,3 +287,16 @@ def test_a_new_policy_can_be_dry_run_before_it_exists(admin_client):
         "search_records": (False, True, "newly stopped"),
     }
     assert not HostPolicy.objects.filter(name="strict").exists()
+
+
+def test_staff_who_may_only_view_policies_get_no_dry_run(client, django_user_model):
+    viewer = django_user_model.objects.create_user("viewer", password="pw-viewer-123", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_hostpolicy"))
+    client.force_login(viewer)
+    policy = default_policy()
+
+    page = client.get(change_url(policy))
+    posted = client.post(change_url(policy), policy_form(_dryrun="Dry run"))
+
+    assert page.status_code == 200 and 'id="dry-run"' not in page.content.decode()
+    assert posted.status_code == 403
