@@ -133,10 +133,14 @@ REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
 
 def channel_layer_config(redis_url: str) -> dict:
     """channels-redis waits for messages with a 5 s blocking pop, and redis-py 8 reads with a 5 s socket timeout by
-    default: a quiet group's reply arriving a hair late would kill the consumer. Reads may take longer than the pop."""
+    default: a quiet group's reply arriving a hair late would kill the consumer. Reads may take longer than the pop.
+
+    Each web process keeps up to `HARNESS_REDIS_POOL` connections for the layer; when all are busy (a burst of
+    subscriptions after a restart) callers wait for one, up to 60 s, instead of failing."""
+    pool = {"max_connections": int(os.environ.get("HARNESS_REDIS_POOL", "200")), "timeout": 60}
     return {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [{"address": redis_url, "socket_timeout": 30}]},
+        "BACKEND": "observers.channel_layer.BlockingPoolRedisChannelLayer",
+        "CONFIG": {"hosts": [{"address": redis_url, "socket_timeout": 30, **pool}]},
     }
 
 

@@ -1,0 +1,47 @@
+"""Hundreds of viewers subscribing at once are all served: the channel layer's pool waits instead of failing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from websockets.asyncio.client import connect
+
+from runs.services import timeline
+from tests.web import seed
+from tests.web.test_large_frames import cookie_of, frames_of
+
+VIEWERS = 300
+
+pytestmark = pytest.mark.services
+
+
+def test_300_viewers_opened_at_once_all_get_the_whole_timeline(live_stack, operator_user):
+    run = seed.make_run(seed.make_execution())
+    seed.append_events(run, seed.text_run_events(run, [f"part {i} " for i in range(20)]))
+    stored = [{"type": "event", **frame} for frame in timeline.frames_after(run.execution_id, 0)]
+    cookie = cookie_of(operator_user)
+
+    async def viewer() -> list[dict]:
+        async with connect(
+            f"{live_stack.ws_url}/ws/executions/{run.execution_id}/",
+            origin=live_stack.base_url,
+            additional_headers={"Cookie": cookie},
+            open_timeout=60,
+        ) as socket:
+            await socket.send(json.dumps({"type": "subscribe", "after": None}))
+            frames = []
+            while (message := json.loads(await socket.recv()))["type"] != "ready":
+                frames += frames_of(message)
+            return frames
+
+    async def all_viewers() -> list[list[dict] | BaseException]:
+        return await asyncio.gather(*(viewer() for _ in range(VIEWERS)), return_exceptions=True)
+
+    results = asyncio.run(asyncio.wait_for(all_viewers(), timeout=240))
+    failures = [repr(result) for result in results if isinstance(result, BaseException)]
+    assert failures == [], (
+        f"{len(failures)} of {VIEWERS} viewers failed, e.g. {failures[:3]}\n{live_stack.daphne.log()[-3000:]}"
+    )
+    assert all(result == stored for result in results)
