@@ -39,6 +39,11 @@ CHROMIUM_ARGS = [
 ]
 
 
+# As in deploy/supervisord.conf: in a burst of hundreds of subscriptions the application accepts some
+# sockets only after daphne's default 5 s handshake limit, and daphne would drop them.
+DAPHNE_OPTIONS = ["--websocket_connect_timeout", "60"]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -188,7 +193,17 @@ class DaphneServer(ManagedProcess):
         self.port = port or free_port()
         super().__init__(
             "daphne",
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "harness_site.asgi:application"],
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                *DAPHNE_OPTIONS,
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "harness_site.asgi:application",
+            ],
             env,
         )
         self.base_url = f"http://127.0.0.1:{self.port}"
