@@ -7,5 +7,6 @@ from runs import approval_views
 urlpatterns = [
     path("approvals/", approval_views.inbox, name="approvals"),
     path("approvals/audit/", approval_views.audit, name="approval_audit"),
+    path("approvals/audit/decisions.csv", approval_views.audit_export, name="approval_audit_export"),
     path("executions/<int:execution_pk>/approvals/", approval_views.decide, name="approval_decide"),
 ]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta
 from typing import Any
 
 from django.contrib import messages
@@ -21,13 +20,11 @@ from django.views.decorators.http import require_http_methods
 
 from runs.forms import AuditFilterForm, DecisionSetForm
 from runs.models import (
-    Decision,
     DeferredKind,
     DeferredRequest,
     DeferredStatus,
     Execution,
     ExecutionStatus,
-    HostPolicyVersion,
 )
 from runs.services.approvals import (
     SubmissionRejected,
@@ -36,6 +33,7 @@ from runs.services.approvals import (
     submit_decisions,
     tool_parameters_schema,
 )
+from runs.services.audit import audit_rows, csv_text
 from runs.services.redaction import redactor_for
 
 AUDIT_ROWS = 200
@@ -181,35 +179,28 @@ def _safe_next(request: HttpRequest, candidate: str | None) -> str | None:
 
 @login_required
 def audit(request: HttpRequest) -> HttpResponse:
-    """Decisions and policy versions, newest first, filtered by thread, user and date."""
-    filters = AuditFilterForm(request.GET or None)
-    decisions = Decision.objects.select_related(
-        "request__execution__thread", "request__execution__policy_version", "submission__resume_run", "decided_by"
-    ).order_by("-decided_at", "-id")
-    versions = HostPolicyVersion.objects.select_related("policy", "created_by").order_by("-created_at", "-id")
-    if filters.is_valid():
-        data = filters.cleaned_data
-        if data["thread"] is not None:
-            decisions = decisions.filter(request__execution__thread=data["thread"])
-            # Policy changes belong to no thread; with a thread filter only its decisions are relevant.
-            versions = versions.none()
-        if data["user"] is not None:
-            decisions = decisions.filter(decided_by=data["user"])
-            versions = versions.filter(created_by=data["user"])
-        if data["date_from"] is not None:
-            start = _day_start(data["date_from"])
-            decisions = decisions.filter(decided_at__gte=start)
-            versions = versions.filter(created_at__gte=start)
-        if data["date_to"] is not None:
-            end = _day_start(data["date_to"]) + timedelta(days=1)
-            decisions = decisions.filter(decided_at__lt=end)
-            versions = versions.filter(created_at__lt=end)
+    """Decisions, cancellations and policy versions, newest first, filtered by thread, user and date."""
+    form = AuditFilterForm(request.GET or None)
+    filters = form.filters()
     return render(
         request,
         "runs/approvals_audit.html",
-        {"filters": filters, "decisions": decisions[:AUDIT_ROWS], "versions": versions[:AUDIT_ROWS]},
+        {
+            "filters": form,
+            "rows": audit_rows(filters.decisions()[:AUDIT_ROWS]),
+            "cancellations": filters.cancellations()[:AUDIT_ROWS],
+            "versions": filters.versions()[:AUDIT_ROWS],
+            "export_query": request.GET.urlencode(),
+        },
     )
 
 
-def _day_start(day: Any) -> datetime:
-    return timezone.make_aware(datetime.combine(day, time.min), timezone.get_current_timezone())
+@login_required
+def audit_export(request: HttpRequest) -> HttpResponse:
+    """The audit's decisions as CSV, with the page's filters and its redaction."""
+    form = AuditFilterForm(request.GET or None)
+    if form.is_bound and not form.is_valid():
+        return HttpResponse(f"Invalid filters: {form.errors.as_text()}", status=400, content_type="text/plain")
+    response = HttpResponse(csv_text(form.filters().decisions()), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="decisions.csv"'
+    return response

@@ -12,6 +12,7 @@ from django.http import QueryDict
 
 from runs.models import Thread, Verdict
 from runs.services.approvals import MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
+from runs.services.audit import AuditFilters
 
 _ENTRY_ID = re.compile(r"^decision-(\d+)-id$")
 
@@ -95,7 +96,15 @@ def _json_field(text: str, label: str, what: str) -> Any:
 
 
 class AuditFilterForm(forms.Form):
+    """Filters of the audit page and its CSV export."""
+
     thread = forms.ModelChoiceField(queryset=Thread.objects.order_by("title", "thread_id"), required=False)
     user = forms.ModelChoiceField(queryset=get_user_model().objects.order_by("username"), required=False)
     date_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     date_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+
+    def filters(self) -> AuditFilters:
+        """The valid filters; none when the form is unbound or invalid (its errors say why)."""
+        if not self.is_valid():
+            return AuditFilters()
+        return AuditFilters(**self.cleaned_data)

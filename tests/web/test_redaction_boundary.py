@@ -109,6 +109,7 @@ def pages_of(execution: Execution) -> list[str]:
         *(f"/executions/{execution.pk}/events/{position}/?format=json" for position in positions),
         "/approvals/",
         "/approvals/audit/",
+        "/approvals/audit/decisions.csv",
         "/admin/runs/decision/",
         *(f"/admin/runs/decision/{decision.pk}/change/" for decision in decisions),
         "/admin/runs/deferredrequest/",
