@@ -147,6 +147,9 @@ def channel_layer_config(redis_url: str) -> dict:
 CHANNEL_LAYERS = {"default": channel_layer_config(REDIS_URL)}
 # Logging out closes that session's sockets at once; this re-check also ends those of expired sessions.
 SOCKET_SESSION_CHECK_SECONDS = float(os.environ.get("HARNESS_SOCKET_SESSION_CHECK_SECONDS", "60"))
+# A live timeline socket joins its group again and catches up from the database this often, so a Redis restart
+# (which forgets group memberships and the messages in flight) stalls a viewer for at most this long.
+SOCKET_REFRESH_SECONDS = float(os.environ.get("HARNESS_SOCKET_REFRESH_SECONDS", "10"))
 
 RQ_QUEUES = {
     "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600},

@@ -26,6 +26,7 @@ import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 
 from observers.authenticated import CLOSE_INTERNAL_ERROR, CLOSE_NOT_FOUND, AuthenticatedJsonConsumer
 from observers.socket_messages import MAX_DB_INTEGER, ThreadsSubscribe, TimelineSubscribe
@@ -47,6 +48,9 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         self.live = False
         self.pending: list[dict[str, Any]] = []
         self.last_sent = 0
+        self.last_status: dict[str, Any] | None = None
+        # Catch-ups from the database and deliveries of live frames both advance `last_sent`; one at a time.
+        self.sending = asyncio.Lock()
         self.replay: asyncio.Task | None = None
         exists = self.execution_pk <= MAX_DB_INTEGER and await database_sync_to_async(timeline.execution_exists)(
             self.execution_pk
@@ -82,8 +86,7 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
             await self.fail("cursor_beyond_end", f"Position {after} is beyond the end of the timeline ({end}).")
             return
         self.last_sent = after
-        snapshot = await database_sync_to_async(timeline.execution_status_snapshot)(self.execution_pk)
-        await self.send_json({**snapshot, "type": "status"})
+        await self._send_status(await database_sync_to_async(timeline.execution_status_snapshot)(self.execution_pk))
         # The replay runs beside the dispatch loop so live messages keep arriving (into `pending`) meanwhile,
         # instead of piling up in the channel layer, whose per-channel capacity is small.
         self.replay = asyncio.create_task(self._replay_then_live())
@@ -91,11 +94,22 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
     async def _replay_then_live(self) -> None:
         try:
             await self._replay()
+            while True:
+                await asyncio.sleep(settings.SOCKET_REFRESH_SECONDS)
+                await self._refresh()
         except Exception:
-            # A task's exception would otherwise vanish and leave the client waiting for `ready` forever;
-            # closing makes it reconnect and resume from the last frame it got.
-            log.exception("replay of execution %s failed", self.execution_pk)
+            # A task's exception would otherwise vanish and leave the client waiting forever; closing makes it
+            # reconnect and resume from the last frame it got.
+            log.exception("timeline socket of execution %s failed", self.execution_pk)
             await self.close(code=CLOSE_INTERNAL_ERROR)
+
+    async def _refresh(self) -> None:
+        """Join the group again and catch up: a restarted Redis forgot the membership and the messages in flight."""
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self._send_stored_after_cursor()
+        snapshot = await database_sync_to_async(timeline.execution_status_snapshot)(self.execution_pk)
+        if {**snapshot, "type": "status"} != self.last_status:
+            await self._send_status(snapshot)
 
     async def _replay(self) -> None:
         await self._send_stored_after_cursor()
@@ -107,10 +121,15 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         self.live = True
 
     async def _send_stored_after_cursor(self) -> None:
-        while page := await database_sync_to_async(timeline.frames_after)(self.execution_pk, self.last_sent):
-            await self._send_frames(page)
-            if len(page) < timeline.REPLAY_PAGE_SIZE:
-                break
+        async with self.sending:
+            while page := await database_sync_to_async(timeline.frames_after)(self.execution_pk, self.last_sent):
+                await self._send_frames(page)
+                if len(page) < timeline.REPLAY_PAGE_SIZE:
+                    break
+
+    async def _send_status(self, message: dict[str, Any]) -> None:
+        self.last_status = {**message, "type": "status"}
+        await self.send_json(self.last_status)
 
     async def timeline_append(self, message: dict[str, Any]) -> None:
         if not self.live:
@@ -123,20 +142,21 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
             # A status change follows the commits before it; if the layer dropped the last timeline message
             # (no later frame would reveal the gap), catch up from the database before reporting the status.
             await self._send_stored_after_cursor()
-        await self.send_json({**message, "type": "status"})
+        await self._send_status(message)
 
     async def _deliver(self, frames: list[dict[str, Any]]) -> None:
-        outgoing: list[dict[str, Any]] = []
-        last = self.last_sent
-        for frame in sorted(frames, key=lambda f: f["position"]):
-            position = frame["position"]
-            if position <= last:
-                continue
-            if position > last + 1:
-                outgoing += await database_sync_to_async(timeline.frames_between)(self.execution_pk, last, position)
-            outgoing.append(frame)
-            last = position
-        await self._send_frames(outgoing)
+        async with self.sending:
+            outgoing: list[dict[str, Any]] = []
+            last = self.last_sent
+            for frame in sorted(frames, key=lambda f: f["position"]):
+                position = frame["position"]
+                if position <= last:
+                    continue
+                if position > last + 1:
+                    outgoing += await database_sync_to_async(timeline.frames_between)(self.execution_pk, last, position)
+                outgoing.append(frame)
+                last = position
+            await self._send_frames(outgoing)
 
     async def _send_frames(self, frames: list[dict[str, Any]]) -> None:
         """One frame as an `event` message; several as one `events` message (per-message cost dominates replay)."""

@@ -10,6 +10,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
 from observers.routing import websocket_urlpatterns
+from runs.models import Execution
 from runs.services import timeline
 from runs.services.publishing import execution_group
 from tests.web import seed
@@ -249,3 +250,27 @@ async def test_a_failing_replay_closes_the_socket_so_the_client_reconnects(seede
     await communicator.send_json_to({"type": "subscribe", "after": None})
     assert (await communicator.receive_json_from())["type"] == "status"
     assert await communicator.receive_output() == {"type": "websocket.close", "code": 4500}
+
+
+async def test_a_socket_that_lost_its_group_joins_again_and_catches_up(seeded_run, settings):
+    settings.SOCKET_REFRESH_SECONDS = 0.1
+    user, run = seeded_run
+    communicator = await connect(user, run.execution_id)
+    await communicator.send_json_to({"type": "subscribe", "after": 1100})
+    await receive_until(communicator, lambda m: m["type"] == "ready")
+    # A restarted Redis forgets every group membership: nothing published from now on reaches this socket.
+    layer = get_channel_layer()
+    for channel in list(layer.groups.get(execution_group(run.execution_id), {})):
+        await layer.group_discard(execution_group(run.execution_id), channel)
+    await sync_to_async(commit_and_publish)(run, ["unheard"])
+    await sync_to_async(Execution.objects.filter(pk=run.execution_id).update)(status="completed")
+
+    tail = await communicator.receive_json_from(timeout=5)
+    assert (tail["type"], tail["position"], tail["event"]["delta"]) == ("event", 1101, "unheard")
+    status = await communicator.receive_json_from(timeout=5)
+    assert (status["type"], status["status"]) == ("status", "completed")
+    # Back in the group: live messages arrive again.
+    await sync_to_async(commit_and_publish)(run, ["heard"])
+    live = await communicator.receive_json_from(timeout=5)
+    assert (live["position"], live["event"]["delta"]) == (1102, "heard")
+    await communicator.disconnect()
