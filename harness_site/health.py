@@ -17,6 +17,7 @@ from django_rq import get_connection, get_queue
 from redis.exceptions import RedisError
 from rq import Worker
 
+from runs.services.queueing import queue_reachable
 from runs.services.sweeper_passes import last_passes
 
 Check = dict[str, Any]
@@ -34,7 +35,8 @@ def _worker_count() -> int | None:
 def worker_status(request: HttpRequest) -> dict:
     if not request.user.is_authenticated:
         return {}
-    return {"worker_count": _worker_count()}
+    # While the cached check knows Redis is down, asking it again would only slow every page down.
+    return {"worker_count": _worker_count() if queue_reachable() else None}
 
 
 def _database() -> Check:

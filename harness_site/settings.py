@@ -82,6 +82,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "harness_site.health.worker_status",
                 "runs.context_processors.pending_approvals",
+                "runs.context_processors.queue_state",
             ],
         },
     },

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +17,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
 
-from runs.forms import AuditFilterForm, DecisionSetForm
+from runs.forms import AuditFilterForm, DecisionSetForm, new_submission_key
 from runs.models import (
     DeferredKind,
     DeferredRequest,
@@ -26,6 +25,7 @@ from runs.models import (
     Execution,
     ExecutionStatus,
 )
+from runs.services import queueing
 from runs.services.approvals import (
     SubmissionRejected,
     can_decide,
@@ -93,7 +93,7 @@ def approval_form_context(request: HttpRequest, execution: Execution, *, next_ur
         "rows": rows,
         "checkpoint_id": execution.thread.selected_checkpoint_id,
         # One key per rendered form: a double submit or a second post of the same page repeats it.
-        "submission_key": secrets.token_urlsafe(24),
+        "submission_key": new_submission_key(),
         "may_decide": can_decide(request.user),
         "expires_at": min(expires) if expires else None,
         "next": next_url or request.get_full_path(),
@@ -144,13 +144,14 @@ def decide(request: HttpRequest, execution_pk: int) -> HttpResponse:
             raise SubmissionRejected(
                 "The form is missing its checkpoint or submission key; reload the page.", code="form_invalid"
             )
-        submission = submit_decisions(
-            execution,
-            checkpoint_id=form.cleaned_data["checkpoint"],
-            key=form.cleaned_data["submission_key"],
-            answers=form.answers(),
-            user=request.user,
-        )
+        with queueing.reporting() as dispatch:
+            submission = submit_decisions(
+                execution,
+                checkpoint_id=form.cleaned_data["checkpoint"],
+                key=form.cleaned_data["submission_key"],
+                answers=form.answers(),
+                user=request.user,
+            )
     except SubmissionRejected as rejected:
         status = 409 if rejected.code in {"stale", "duplicate"} else 400
         if wants_json:
@@ -163,9 +164,22 @@ def decide(request: HttpRequest, execution_pk: int) -> HttpResponse:
         )
     run = submission.resume_run
     summary = f"Decisions recorded for {submission.decisions.count()} request(s); run {run.number} resumes."
+    if dispatch.queue_unreachable:
+        summary = f"{summary} {queueing.UNREACHABLE_NOTICE}"
     if wants_json:
-        return JsonResponse({"ok": True, "message": summary, "run": run.pk, "submission": submission.key})
-    messages.success(request, summary)
+        return JsonResponse(
+            {
+                "ok": True,
+                "message": summary,
+                "run": run.pk,
+                "submission": submission.key,
+                "queue_unreachable": dispatch.queue_unreachable,
+            }
+        )
+    if dispatch.queue_unreachable:
+        messages.warning(request, summary)
+    else:
+        messages.success(request, summary)
     return redirect(back)
 
 

@@ -3,6 +3,7 @@
 from django.http import HttpRequest
 
 from runs.models import DeferredRequest, DeferredStatus
+from runs.services import queueing
 
 
 def pending_approvals(request: HttpRequest) -> dict:
@@ -10,3 +11,10 @@ def pending_approvals(request: HttpRequest) -> dict:
     if not request.user.is_authenticated:
         return {}
     return {"pending_approvals": DeferredRequest.objects.filter(status=DeferredStatus.PENDING).count()}
+
+
+def queue_state(request: HttpRequest) -> dict:
+    """Whether the queue (Redis) is unreachable, for the banner every page shows then (cached, never slow)."""
+    if not request.user.is_authenticated:
+        return {}
+    return {"queue_unreachable": not queueing.queue_reachable()}

@@ -1,20 +1,51 @@
-"""Forms of the approvals pages: one decision set per post, and the audit filters."""
+"""Forms: starting work (new thread, new execution, fork), one decision set per post, and the audit filters."""
 
 from __future__ import annotations
 
 import json
 import re
+import secrets
 from typing import Any
 
 from django import forms
 from django.contrib.auth import get_user_model
 from django.http import QueryDict
 
-from runs.models import Thread, Verdict
+from runs.models import AgentProfile, Thread, Verdict
 from runs.services.approvals import MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
 from runs.services.audit import AuditFilters
+from runs.services.starts import MAX_KEY_LENGTH
 
 _ENTRY_ID = re.compile(r"^decision-(\d+)-id$")
+
+
+def new_submission_key() -> str:
+    """A fresh one-time key for one rendering of a form (approvals, and the forms that start work)."""
+    return secrets.token_urlsafe(24)
+
+
+class StartForm(forms.Form):
+    """What every form that starts work posts: its one-time submission key (see runs.services.starts)."""
+
+    submission_key = forms.CharField(
+        max_length=MAX_KEY_LENGTH,
+        error_messages={"required": "The form has no submission key; reload the page and submit it again."},
+    )
+
+
+class NewThreadForm(StartForm):
+    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.all())
+    title = forms.CharField(max_length=200, required=False)
+    input = forms.CharField(required=False)
+
+
+class NewExecutionForm(StartForm):
+    input = forms.CharField(error_messages={"required": "Write what the agent should do."})
+
+
+class ForkForm(StartForm):
+    title = forms.CharField(max_length=200, required=False)
+
 
 CHOICE_VERDICTS = {
     "approve": Verdict.APPROVED,

@@ -460,3 +460,17 @@ class ToolDispatch(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} ({self.tool_call_id})"
+
+
+class StartSubmission(models.Model):
+    """One post of a form that starts work (new thread, new execution, fork); its key makes a repeat of the
+    same post return what the first one created instead of creating it again."""
+
+    key = models.CharField(max_length=100, unique=True)
+    thread = models.ForeignKey(Thread, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    execution = models.ForeignKey(Execution, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    submitted_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.key

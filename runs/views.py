@@ -7,13 +7,15 @@ import json
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.forms.utils import ErrorDict
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from runs.forms import ForkForm, NewExecutionForm, NewThreadForm
 from runs.models import AgentProfile, Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
-from runs.services import cancellation, checkpoints, executions, forks, timeline
+from runs.services import cancellation, checkpoints, executions, queueing, starts, timeline
 from runs.services.approvals import can_decide
 
 THREADS_PER_PAGE = 25
@@ -46,13 +48,19 @@ def threads(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def create_thread(request: HttpRequest) -> HttpResponse:
-    profile = get_object_or_404(AgentProfile, pk=request.POST.get("profile") or 0)
-    text = request.POST.get("input", "").strip()
-    thread = executions.create_thread(profile, title=request.POST.get("title", "").strip())
-    if not text:
-        return redirect("runs:thread", pk=thread.pk)
-    execution = executions.start_execution(thread, text, user=request.user)
-    return redirect("runs:execution", pk=execution.pk)
+    form = NewThreadForm(request.POST)
+    if not form.is_valid():
+        return _refused(request, form.errors, redirect("runs:threads"))
+    data = form.cleaned_data
+    with queueing.reporting() as dispatch:
+        try:
+            started = starts.new_thread(
+                data["submission_key"], request.user, profile=data["profile"], title=data["title"], input=data["input"]
+            )
+        except starts.StartRefused as refused:
+            messages.error(request, refused.message)
+            return redirect("runs:threads")
+    return _started(request, started, dispatch)
 
 
 @login_required
@@ -80,29 +88,65 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def start_execution(request: HttpRequest, pk: int) -> HttpResponse:
     thread = get_object_or_404(Thread, pk=pk)
-    text = request.POST.get("input", "").strip()
-    if not text:
-        messages.error(request, "Write what the agent should do.")
-        return redirect("runs:thread", pk=thread.pk)
-    try:
-        execution = executions.start_execution(thread, text, user=request.user)
-    except executions.ExecutionBusy:
-        messages.error(request, "This thread already has an active execution; wait for it or cancel it first.")
-        return redirect("runs:thread", pk=thread.pk)
-    return redirect("runs:execution", pk=execution.pk)
+    back = redirect("runs:thread", pk=thread.pk)
+    form = NewExecutionForm(request.POST)
+    if not form.is_valid():
+        return _refused(request, form.errors, back)
+    with queueing.reporting() as dispatch:
+        try:
+            started = starts.new_execution(
+                form.cleaned_data["submission_key"], request.user, thread=thread, input=form.cleaned_data["input"]
+            )
+        except starts.StartRefused as refused:
+            messages.error(request, refused.message)
+            return back
+        except executions.ExecutionBusy:
+            messages.error(request, "This thread already has an active execution; wait for it or cancel it first.")
+            return back
+    return _started(request, started, dispatch)
 
 
 @login_required
 @require_POST
 def fork_checkpoint(request: HttpRequest, pk: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint.objects.select_related("thread"), pk=pk)
+    back = redirect("runs:thread", pk=checkpoint.thread_id)
+    form = ForkForm(request.POST)
+    if not form.is_valid():
+        return _refused(request, form.errors, back)
     try:
-        fork = forks.fork_thread(checkpoint, title=request.POST.get("title", "").strip(), user=request.user)
+        started = starts.fork(
+            form.cleaned_data["submission_key"], request.user, checkpoint=checkpoint, title=form.cleaned_data["title"]
+        )
+    except starts.StartRefused as refused:
+        messages.error(request, refused.message)
+        return back
     except checkpoints.CheckpointError as exc:
         messages.error(request, str(exc))
-        return redirect("runs:thread", pk=checkpoint.thread_id)
-    messages.success(request, f"Forked {checkpoint.thread} at checkpoint {checkpoint.pk}.")
-    return redirect("runs:thread", pk=fork.pk)
+        return back
+    if not started.repeated:
+        messages.success(request, f"Forked {checkpoint.thread} at checkpoint {checkpoint.pk}.")
+    return _started(request, started)
+
+
+def _refused(request: HttpRequest, errors: ErrorDict, back: HttpResponse) -> HttpResponse:
+    for field_errors in errors.values():
+        for error in field_errors:
+            messages.error(request, error)
+    return back
+
+
+def _started(
+    request: HttpRequest, started: starts.Started, dispatch: queueing.DispatchReport | None = None
+) -> HttpResponse:
+    """Where a start goes: its execution if it has one, else its thread; with notices about a repeat or the queue."""
+    if started.repeated:
+        messages.info(request, "This form was already submitted; nothing new was created. This is what it started.")
+    if dispatch is not None and dispatch.queue_unreachable:
+        messages.warning(request, queueing.UNREACHABLE_NOTICE)
+    if started.execution is not None:
+        return redirect("runs:execution", pk=started.execution.pk)
+    return redirect("runs:thread", pk=started.thread.pk)
 
 
 @login_required
@@ -131,6 +175,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "timeline_config": config,
             # Cancelling a waiting execution refuses what it waits on: an approver's decision.
             "may_cancel": execution.status != ExecutionStatus.WAITING or can_decide(request.user),
+            "waiting_for_queue": queueing.waiting_for_queue(execution),
         },
     )
 

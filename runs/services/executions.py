@@ -1,10 +1,10 @@
-"""Starting and resuming executions; each new Run is enqueued on RQ after the commit (cancelling: cancellation.py)."""
+"""Starting and resuming executions; each new Run's job is sent to RQ after the commit (`queueing`); cancelling:
+cancellation.py."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import django_rq
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
@@ -30,12 +30,12 @@ from .agents import profile_snapshot
 from .codec import encode_resume
 from .policy import publish_policy_version
 from .publishing import publish_execution_status
+from .queueing import enqueue_run
 
 __all__ = (
     "ExecutionBusy",
     "create_thread",
     "current_policy_version",
-    "enqueue_run",
     "new_run",
     "resume_execution",
     "start_execution",
@@ -66,15 +66,6 @@ def create_thread(profile: AgentProfile, *, title: str = "", thread_id: str | No
     return thread
 
 
-def enqueue_run(run: Run) -> None:
-    """Queue the run's job (django-rq sends it only once the surrounding transaction commits)."""
-    django_rq.get_queue("default").enqueue("runs.jobs.execute_run", run.pk, job_id=job_id(run.pk))
-
-
-def job_id(run_pk: int) -> str:
-    return f"harness-run-{run_pk}"
-
-
 def new_run(
     execution: Execution,
     *,
@@ -84,7 +75,8 @@ def new_run(
     start_checkpoint: Any = None,
     deferred_resume: DeferredToolResume | None = None,
 ) -> Run:
-    """Inside a transaction: the execution's next Run, frozen to its policy version and profile, enqueued."""
+    """Inside a transaction: the execution's next Run, frozen to its policy version and profile; its job is
+    sent after the commit."""
     number = (execution.runs.aggregate(last=Max("number"))["last"] or 0) + 1
     policy_version = execution.policy_version
     run = Run.objects.create(

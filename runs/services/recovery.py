@@ -51,10 +51,10 @@ from runs.models import (
     TimelineEvent,
 )
 
-from . import checkpoints, journal
+from . import checkpoints, journal, queueing
 from .approvals import expire_request_set, overdue_sets
 from .codec import decode_resume
-from .executions import enqueue_run, job_id, new_run
+from .executions import new_run
 from .projection import RunProjection, store_events
 from .publishing import publish_execution_status
 from .sweep_failures import give_up, is_transient
@@ -288,16 +288,16 @@ def continue_execution(execution: Execution, *, now: datetime) -> str | None:
 
 
 def requeue_if_lost(queue: Queue, run: Run, *, now: datetime) -> bool:
-    """Enqueue a queued run again if its job is gone or stuck (its worker died before taking the lease).
+    """Enqueue a queued run again if its job is gone or stuck: its worker died before taking the lease, Redis
+    lost the job in a restart, or Redis could not be reached when the run was started.
 
     A job that is still started may just be slow to take the lease; enqueueing it again is harmless because
-    only one job can take a queued run's lease.
+    only one job can take a queued run's lease. While Redis cannot be reached, `fetch_job` raises and the pass
+    ends (see `sweep`); the next pass after Redis is back sends the job.
     """
     if run.created_at > now - timedelta(seconds=run.policy_version.lease_seconds):
         return False
-    job = queue.fetch_job(job_id(run.pk))
+    job = queue.fetch_job(queueing.job_id(run.pk))
     if job is not None and job.get_status(refresh=False) in (JobStatus.QUEUED, JobStatus.SCHEDULED):
         return False
-    with transaction.atomic():
-        enqueue_run(run)
-    return True
+    return queueing.send_job(run.pk)

@@ -687,6 +687,8 @@ class Timeline {
         setStatus(this.status, message.status);
         if (message.status !== "waiting") for (const callId of this.formLinks.keys()) this.closeFormLink(callId, "no longer open");
         for (const form of document.querySelectorAll("form.cancel")) form.hidden = !ACTIVE_STATUSES.has(message.status);
+        // Once a worker took the run, the page no longer waits for the queue.
+        if (message.status !== "queued") document.getElementById("queue-wait")?.remove();
         for (const run of message.runs ?? []) this.lane(run).update(run);
         // approvals.js fetches the approval form when the execution starts waiting.
         document.dispatchEvent(

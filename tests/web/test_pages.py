@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
+import django_rq
 import pytest
 from ag_ui.core import ToolCallResultEvent
 
 from runs.models import Checkpoint, Thread
-from runs.services import executions
+from runs.services import executions, queueing
 from runs.services.timeline import format_duration
 from tests.web import seed
 
@@ -65,7 +66,7 @@ def test_thread_page_shows_executions_checkpoints_and_fork_lineage(client_in):
     source = executions.create_thread(profile, title="Source thread")
     seed.make_execution(source, status="completed", input="first question")
     checkpoint = source.selected_checkpoint
-    response = client_in.post(f"/checkpoints/{checkpoint.pk}/fork/", {"title": "My fork"})
+    response = client_in.post(f"/checkpoints/{checkpoint.pk}/fork/", {"title": "My fork", "submission_key": "k-fork"})
     fork = Thread.objects.get(title="My fork")
     assert response.status_code == 302 and response["Location"] == f"/threads/{fork.pk}/"
     assert fork.forked_from == checkpoint
@@ -157,29 +158,34 @@ def test_an_active_execution_can_be_cancelled_from_its_page(client_in):
 def test_starting_an_execution_on_a_busy_thread_says_so(client_in):
     thread = executions.create_thread(seed.make_thread().profile, title="Busy")
     seed.make_execution(thread, status="running")
-    response = client_in.post(f"/threads/{thread.pk}/executions/", {"input": "more"}, follow=True)
+    response = client_in.post(
+        f"/threads/{thread.pk}/executions/", {"input": "more", "submission_key": "k-busy"}, follow=True
+    )
     assert "already has an active execution" in response.content.decode()
     assert thread.executions.count() == 1
 
 
-def test_a_new_thread_starts_with_its_first_execution(client_in, monkeypatch):
-    enqueued = []
-    monkeypatch.setattr(executions, "enqueue_run", enqueued.append)
+def test_a_new_thread_starts_with_its_first_execution(client_in, redis_settings, django_capture_on_commit_callbacks):
     profile = seed.make_thread().profile
-    response = client_in.post("/threads/new/", {"profile": profile.pk, "title": "Fresh", "input": "look up REC-1"})
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client_in.post(
+            "/threads/new/", {"profile": profile.pk, "title": "Fresh", "input": "look up REC-1", "submission_key": "k1"}
+        )
     thread = Thread.objects.get(title="Fresh")
     execution = thread.executions.get()
     assert response["Location"] == f"/executions/{execution.pk}/"
     assert execution.input == "look up REC-1"
-    assert [run.execution_id for run in enqueued] == [execution.pk]
+    assert django_rq.get_queue("default").job_ids == [queueing.job_id(execution.runs.get().pk)]
 
-    response = client_in.post("/threads/new/", {"profile": profile.pk, "title": "Empty"})
+    response = client_in.post("/threads/new/", {"profile": profile.pk, "title": "Empty", "submission_key": "k2"})
     assert response["Location"] == f"/threads/{Thread.objects.get(title='Empty').pk}/"
 
 
 def test_forking_an_altered_checkpoint_is_refused_with_a_message(client_in):
     thread = executions.create_thread(seed.make_thread().profile, title="Tampered")
     Checkpoint.objects.filter(pk=thread.selected_checkpoint_id).update(digest="0" * 64)
-    response = client_in.post(f"/checkpoints/{thread.selected_checkpoint_id}/fork/", follow=True)
+    response = client_in.post(
+        f"/checkpoints/{thread.selected_checkpoint_id}/fork/", {"submission_key": "k-tampered"}, follow=True
+    )
     assert "digest does not match" in response.content.decode()
     assert not Thread.objects.filter(forked_from=thread.selected_checkpoint_id).exists()

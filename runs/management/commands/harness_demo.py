@@ -12,7 +12,7 @@ import time
 from django.core.management.base import BaseCommand
 
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionTrigger
-from runs.services import executions, runner
+from runs.services import executions, queueing, runner
 from runs.services.agents import ensure_demo_profile
 
 PROMPTS = (
@@ -37,10 +37,13 @@ class Command(BaseCommand):
     def handle(self, *args, wait: float = 0, **options):
         profile = ensure_demo_profile()
         started: list[Execution] = []
-        for title, prompt in PROMPTS:
-            thread = executions.create_thread(profile, title=title)
-            started.append(executions.start_execution(thread, prompt, trigger=ExecutionTrigger.DEMO))
-            self.stdout.write(f"queued: {title}")
+        with queueing.reporting() as dispatch:
+            for title, prompt in PROMPTS:
+                thread = executions.create_thread(profile, title=title)
+                started.append(executions.start_execution(thread, prompt, trigger=ExecutionTrigger.DEMO))
+                self.stdout.write(f"queued: {title}")
+        if dispatch.queue_unreachable:
+            self.stderr.write(queueing.UNREACHABLE_NOTICE)
 
         title, prompt = CRASHED
         thread = executions.create_thread(profile, title=title)

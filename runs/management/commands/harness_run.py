@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.models import AgentProfile, Execution, ExecutionStatus, TimelineEvent
-from runs.services import executions
+from runs.services import executions, queueing
 from runs.services.agents import DEMO_PROFILE, ensure_demo_profile
 
 _ENDED = (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED, ExecutionStatus.WAITING)
@@ -30,8 +30,11 @@ class Command(BaseCommand):
             if chosen is None:
                 raise CommandError(f"no agent profile named {profile!r}")
         thread = executions.create_thread(chosen, title=prompt[:80])
-        execution = executions.start_execution(thread, prompt)
+        with queueing.reporting() as dispatch:
+            execution = executions.start_execution(thread, prompt)
         self.stdout.write(f"thread {thread.thread_id}, execution #{execution.pk} queued (needs a running worker)")
+        if dispatch.queue_unreachable:
+            self.stderr.write(queueing.UNREACHABLE_NOTICE)
         self._follow(execution, timeout)
 
     def _follow(self, execution: Execution, timeout: float) -> None:
