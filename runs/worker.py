@@ -1,19 +1,62 @@
-"""The Host's RQ worker class: the job code is imported once, before the worker forks its work-horses.
+"""The Host's RQ worker class: job code preloaded before forking, and riding through a Redis restart.
 
-Without it every forked work-horse imports pydantic-ai and the engine anew while it already holds a run's
-lease; preloading keeps the first heartbeat well inside short leases. Selected with
-`RQ = {"WORKER_CLASS": "runs.worker.HostWorker"}` in the settings.
+Preloading: without it every forked work-horse imports pydantic-ai and the engine anew while it already holds
+a run's lease; preloading keeps the first heartbeat well inside short leases.
+
+Redis outages: RQ's worker quits on most Redis errors outside its dequeue loop (a heartbeat while a job
+runs, the suspension check, the job's bookkeeping). Here every Redis command of the worker, and of the
+work-horses it forks, retries with capped exponential backoff until Redis answers again (redis-py's own
+`Retry`), so the process waits instead of exiting and a run in progress finishes. A restarted Redis has
+forgotten the worker's registration, so each heartbeat restores it when it is missing, and /health/ and
+the nav badge see the worker again. The heartbeat comes at least every `dequeue_timeout` seconds while
+idle (`worker_ttl - 15`; `--worker-ttl 20` in the Procfile makes that 5 s) and every
+`job_monitoring_interval` while a job runs.
+
+Selected with `RQ = {"WORKER_CLASS": "runs.worker.HostWorker"}` in the settings.
 """
 
-from rq import Worker
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry
+from rq import Worker, worker_registration
 
 import runs.jobs  # noqa: F401 - preloaded for every forked work-horse
 from runs.services import toolbox
 
+RETRY_FOREVER = -1
+BACKOFF_BASE_SECONDS = 0.25
+BACKOFF_CAP_SECONDS = 5.0
+# On the way out (idle worker stopped), a stop during an outage gives up on Redis after this many tries.
+RETRIES_WHEN_STOPPING = 2
+JOB_MONITORING_INTERVAL_SECONDS = 10
+
 
 class HostWorker(Worker):
-    """An RQ worker whose forked work-horses start with the Host's job code and tool registry loaded."""
+    """An RQ worker whose work-horses start with the Host's code loaded and which outlives Redis restarts."""
 
     def __init__(self, *args, **kwargs) -> None:
         toolbox.tool_names()
+        kwargs.setdefault("job_monitoring_interval", JOB_MONITORING_INTERVAL_SECONDS)
         super().__init__(*args, **kwargs)
+        self.connection.set_retry(_retry(RETRY_FOREVER))
+
+    def heartbeat(self, timeout=None, pipeline=None) -> None:
+        if not self.is_horse and self.birth_date is not None and not self.connection.hexists(self.key, "birth"):
+            self._register_again()
+        super().heartbeat(timeout, pipeline)
+
+    def _register_again(self) -> None:
+        """Write the registration a restarted Redis lost (RQ's `register_birth` refuses a key that exists)."""
+        self.log.warning("Worker %s: Redis lost this worker's registration (restarted?); registering again", self.name)
+        with self.connection.pipeline() as pipeline:
+            pipeline.hset(self.key, mapping={**self.serialize(), "state": self.get_state()})
+            worker_registration.register(self, pipeline)
+            pipeline.expire(self.key, self.worker_ttl + 60)
+            pipeline.execute()
+
+    def teardown(self) -> None:
+        self.connection.set_retry(_retry(RETRIES_WHEN_STOPPING))
+        super().teardown()
+
+
+def _retry(retries: int) -> Retry:
+    return Retry(ExponentialWithJitterBackoff(base=BACKOFF_BASE_SECONDS, cap=BACKOFF_CAP_SECONDS), retries)

@@ -81,8 +81,9 @@ def redis_binary() -> str:
 
 
 class RedisServer:
-    def __init__(self) -> None:
-        self.port = free_port()
+    def __init__(self, port: int | None = None) -> None:
+        # A given port restarts a server where its clients expect it (a Redis restart, data lost).
+        self.port = port or free_port()
         self.dir = tempfile.mkdtemp(prefix="harness-redis-")
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen | None = None
@@ -115,6 +116,12 @@ class RedisServer:
 
         wait_until(ping, timeout=10, what="redis-server")
         return self
+
+    def kill(self) -> None:
+        """Stop it dead, as a crash would; `start()` brings it back, empty, on the same port."""
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
@@ -181,8 +188,12 @@ class ManagedProcess:
             self.process.wait(timeout=20)
 
     def stop(self) -> None:
+        """SIGTERM; SIGKILL if that does not end it (a busy RQ worker waits for Redis before a warm stop)."""
         if self.running:
-            self.kill(signal.SIGTERM)
+            try:
+                self.kill(signal.SIGTERM)
+            except subprocess.TimeoutExpired:
+                self.kill()
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -227,7 +238,8 @@ class DaphneServer(ManagedProcess):
 
 class RQWorker(ManagedProcess):
     def __init__(self, env: dict[str, str], *, with_scheduler: bool = False) -> None:
-        argv = [sys.executable, "manage.py", "rqworker", "default"]
+        # The Procfile's worker-ttl: an idle worker heartbeats (and restores a lost registration) every 5 s.
+        argv = [sys.executable, "manage.py", "rqworker", "default", "--worker-ttl", "20"]
         if with_scheduler:
             argv.append("--with-scheduler")
         super().__init__("rqworker", argv, env)
