@@ -2,7 +2,7 @@
 
 A run's rows are committed first and its job is sent after, from a `transaction.on_commit` hook. A queue that
 cannot be reached then leaves the run `queued` in the database instead of failing the request that started
-it: the sweeper (`recovery.requeue_lost_runs`) sends the job again once Redis answers. Whoever wants to tell
+it: the sweeper (`recovery.requeue_if_lost`) sends the job again once Redis answers. Whoever wants to tell
 the user what happened collects the outcome with `reporting()`.
 
 `queue_reachable()` is the cheap, briefly cached check behind the banner every page shows while Redis is

@@ -9,14 +9,10 @@ back, and the workers must be the same processes as before the outage.
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
-import redis
 from django.contrib.auth.models import Permission
-from rq import Worker
 
-from harness_site.settings import channel_layer_config
 from runs.models import (
     DecisionSubmission,
     Execution,
@@ -26,66 +22,24 @@ from runs.models import (
 )
 from runs.services import executions
 from runs.services.agents import ensure_demo_profile
-from runs.services.policy import publish_policy_version
 from tests.http_session import HIDDEN_FIELD, HttpSession
-from tests.services import DaphneServer, ManagedProcess, RedisServer, RQWorker, service_env, wait_until
+from tests.outage_stack import Outage, use_short_leases
+from tests.services import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# Runs started during the outage are re-queued by the sweeper once this lease length passed since they were made.
-LEASE_SECONDS = 10
 NOTICE = "The queue (Redis) cannot be reached right now"
 BANNER = 'id="queue-banner"'
 WAITING = 'id="queue-wait"'
 USER, PASSWORD = "outage-operator", "pw-outage-1"
 
 
-class Outage:
-    def __init__(self, settings) -> None:
-        self.redis = RedisServer().start()
-        settings.RQ_QUEUES = {"default": {"URL": self.redis.url, "DEFAULT_TIMEOUT": 600}}
-        settings.CHANNEL_LAYERS = {"default": channel_layer_config(self.redis.url)}
-        env = service_env(redis_url=self.redis.url, database_name=settings.DATABASES["default"]["NAME"])
-        self.daphne = DaphneServer(env)
-        self.workers = [RQWorker(env), RQWorker(env)]
-        self.sweeper = ManagedProcess("sweeper", [sys.executable, "manage.py", "harness_recover", "--loop", "1"], env)
-
-    @property
-    def processes(self) -> list[ManagedProcess]:
-        return [self.daphne, *self.workers, self.sweeper]
-
-    def start(self) -> Outage:
-        for process in self.processes:
-            process.start()
-        return self
-
-    def stop(self) -> None:
-        for process in self.processes:
-            process.stop()
-        self.redis.stop()
-
-    def client(self) -> redis.Redis:
-        return redis.Redis.from_url(self.redis.url)
-
-    def registered_worker_pids(self) -> set[int]:
-        try:
-            return {worker.pid for worker in Worker.all(connection=self.client())}
-        except redis.ConnectionError:
-            return set()
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {process.name}\n{process.log()[-4000:]}" for process in self.processes)
-
-
 @pytest.fixture
 def outage(settings, django_user_model):
     user = django_user_model.objects.create_user(USER, password=PASSWORD)
     user.user_permissions.add(Permission.objects.get(codename="decide_deferred"))
-    policy = executions.current_policy_version().policy
-    publish_policy_version(
-        policy, created_by=None, comment="short leases for the outage test", lease_seconds=LEASE_SECONDS
-    )
-    running = Outage(settings)
+    use_short_leases()
+    running = Outage(settings, workers=2)
     try:
         yield running.start()
     finally:
