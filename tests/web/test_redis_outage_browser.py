@@ -27,19 +27,23 @@ def outage(settings, operator_user):
 
 
 def test_the_banner_and_the_notice_show_while_redis_is_down_and_the_page_goes_live_again(outage, page):
-    log_in(page, outage.daphne.base_url, "op", "op-password-1")
+    base_url = outage.daphne.base_url
+    log_in(page, base_url, "op", "op-password-1")
     banner = page.locator("#queue-banner")
     expect(banner).to_have_count(0)
+    start_thread(page, base_url, "Before the outage", "Look up REC-8.")
+    expect(page.locator("#execution-status")).to_have_text("completed", timeout=60_000)
+    connection = page.locator("#connection")
+    expect(connection).to_have_attribute("data-state", "live")
 
     outage.redis.kill()
+    # The live socket does not stay open and deaf: its consumer fails with the channel layer, the page retries.
+    expect(connection).not_to_have_attribute("data-state", "live", timeout=30_000)
+    page.goto(f"{base_url}/")
     # The server remembers its last look at Redis for a moment (a cheap check per page); a reload after that shows it.
     wait_until(lambda: page.reload() and banner.count() == 1, timeout=15, what="the banner after a reload")
     expect(banner).to_contain_text("The queue (Redis) cannot be reached")
-    page.locator("details.new-thread summary").click()
-    form = page.locator("details.new-thread form")
-    form.locator("input[name=title]").fill("Started during the outage")
-    form.locator("textarea[name=input]").fill("Look up REC-9.")
-    form.locator("button[type=submit]").click()
+    start_thread(page, base_url, "Started during the outage", "Look up REC-9.")
 
     expect(page.locator(".messages .warning")).to_contain_text("The queue (Redis) cannot be reached right now")
     expect(page.locator("#queue-wait")).to_contain_text("Waiting for the queue")
@@ -49,7 +53,17 @@ def test_the_banner_and_the_notice_show_while_redis_is_down_and_the_page_goes_li
 
     outage.redis.start()
     # The page's socket reconnects by itself; the sweeper queues the run again and its status arrives live.
-    expect(page.locator("#connection")).to_have_attribute("data-state", "live", timeout=60_000)
+    expect(connection).to_have_attribute("data-state", "live", timeout=60_000)
     expect(page.locator("#execution-status")).to_have_text("completed", timeout=120_000)
     expect(page.locator("#queue-wait")).to_have_count(0)
     wait_until(lambda: page.reload() and banner.count() == 0, timeout=15, what="no banner after a reload")
+
+
+def start_thread(page, base_url: str, title: str, text: str) -> None:
+    """The threads page's "New thread" form, as an operator fills it in."""
+    page.goto(f"{base_url}/")
+    page.locator("details.new-thread summary").click()
+    form = page.locator("details.new-thread form")
+    form.locator("input[name=title]").fill(title)
+    form.locator("textarea[name=input]").fill(text)
+    form.locator("button[type=submit]").click()
