@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runs.models import DeferredKind, DeferredRequest, Verdict
 from runs.services.approvals import Answer, tool_parameters_schema
+from runs.services.redaction import redactor_for
 
 from .errors import Refused
 
@@ -63,7 +64,8 @@ def interrupt_of(request: DeferredRequest, stored: Interrupt) -> Interrupt:
         message = request.reason
     else:
         verb = "Approve" if request.kind == DeferredKind.APPROVAL else "Provide the result of"
-        message = f"{verb} {request.tool_name}({json.dumps(request.args, sort_keys=True)})?"
+        args = redactor_for(request.execution.policy_version).value(request.args)
+        message = f"{verb} {request.tool_name}({json.dumps(args, sort_keys=True)})?"
     return stored.model_copy(
         update={
             "reason": request.kind,

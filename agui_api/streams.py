@@ -66,7 +66,10 @@ def _read(execution_pk: int, after: int) -> _Page:
         }
         requests = {
             (request.run_id, request.tool_call_id): request
-            for request in DeferredRequest.objects.filter(run_id__in=interrupted)
+            # The policy version masks what `interrupt_of` says about a request's arguments.
+            for request in DeferredRequest.objects.filter(run_id__in=interrupted).select_related(
+                "execution__policy_version"
+            )
         }
         return _Page(frames, _settled(status), len(frames) == REPLAY_PAGE_SIZE, requests)
     finally:

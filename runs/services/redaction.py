@@ -334,6 +334,31 @@ class TimelineRedactor:
             self._streams.pop((family, dumped[id_field]), None)
         return masked
 
+    def remask(self, stored: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Stored events of one run, in order, masked (again): for rows written before this boundary existed.
+
+        The number of events is kept, so their positions stay: an oversized CUSTOM keeps its fragment count,
+        its masked JSON cut into that many pieces. Masking masked events changes nothing.
+        """
+        masked: list[dict[str, Any]] = []
+        group: list[dict[str, Any]] = []
+        for event in stored:
+            if event["type"] != "CUSTOM" or event.get("name") != FRAGMENT_EVENT_NAME:
+                masked.append(self.event(event))
+                continue
+            group.append(event)
+            if len(group) < event["value"]["count"]:
+                continue
+            text = "".join(piece["value"]["data"] for piece in sorted(group, key=lambda piece: piece["value"]["index"]))
+            whole = CustomEvent.model_validate(self.event(json.loads(text))).model_dump_json(by_alias=True)
+            size = -(-len(whole) // len(group))
+            masked += [
+                {**piece, "value": {**piece["value"], "data": whole[index * size : (index + 1) * size]}}
+                for index, piece in enumerate(sorted(group, key=lambda piece: piece["value"]["index"]))
+            ]
+            group = []
+        return masked + group
+
     def _fragment(self, stored: Stored) -> list[Stored]:
         self._fragments.append(stored)
         value = stored[2]["value"]

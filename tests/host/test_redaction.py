@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from datetime import UTC, datetime
 
@@ -18,14 +19,18 @@ from ag_ui.core import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
+from django.apps import apps
 from pydantic_ai import ToolCallPart
 
+from agui_api.answers import interrupt_of
 from observers.agui.fragments import FRAGMENT_EVENT_NAME, CustomEventAssembler, fragment_custom_event
 from runs.models import Decision
+from runs.services.executions import current_policy_version
 from runs.services.policy import parse_redact_patterns
 from runs.services.redaction import REDACTED, Redactor, TimelineRedactor, dump_event, restore_redacted
 from tests.approval_scenarios import suspended_execution
 from tests.host import builders
+from tests.web import seed
 
 SECRETS = Redactor(parse_redact_patterns(["pass(word)?", "token", "^api[_-]?key$"]))
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -184,3 +189,47 @@ def test_the_approval_form_shows_masked_arguments_and_an_edit_keeps_what_was_lef
     assert posted.status_code == 200, posted.content
     decision = Decision.objects.get(request__tool_call_id="call-pay")
     assert decision.approved_args == {"amount": 10, "to": "acme password=s3cret"}
+
+
+@pytest.mark.django_db
+def test_the_agui_endpoint_describes_a_request_without_its_secret():
+    builders.configure_policy(redact_patterns=["password"])
+    call = ToolCallPart("send_payment", {"amount": 1, "to": "password=s3cret"}, tool_call_id="call-pay")
+    request = suspended_execution(approvals=(call,)).requests["call-pay"]
+    request.reason = ""
+
+    described = interrupt_of(request, Interrupt(id="call-pay", reason="approval"))
+
+    assert "s3cret" not in described.message and f"password={REDACTED}" in described.message
+
+
+@pytest.mark.django_db
+def test_the_migration_masks_rows_stored_before_the_boundary_and_keeps_their_positions():
+    remask = importlib.import_module("runs.migrations.0008_remask_timeline").remask_timelines
+    builders.configure_policy(redact_patterns=["password"])
+    execution = seed.make_execution()
+    execution.policy_version = current_policy_version()
+    execution.save(update_fields=["policy_version"])
+    run = seed.make_run(execution)
+    big = CustomEvent(name="a13n.pydantic_ai.function_tool_result", value={"rows": ["x" * 5000] * 12, "password": "s3"})
+    old = seed.append_events(
+        run,
+        [
+            TextMessageContentEvent(message_id="m1", delta="my pass"),
+            TextMessageContentEvent(message_id="m1", delta="word: hun"),
+            TextMessageContentEvent(message_id="m1", delta="ter2 ok"),
+            CustomEvent(name="a13n.pydantic_ai.function_tool_call", value={"args": {"password": "hunter2"}}),
+            *fragment_custom_event(big, "frag-1"),
+        ],
+    )
+
+    remask(apps, None)
+    remask(apps, None)
+
+    rows = list(run.timeline.order_by("position"))
+    assert [row.position for row in rows] == [row.position for row in old]
+    assert "".join(row.event.get("delta", "") for row in rows[:3]) == f"my password: {REDACTED} ok"
+    assert rows[3].event["value"] == {"args": {"password": REDACTED}}
+    assembler = CustomEventAssembler()
+    (whole,) = [event for row in rows[4:] if (event := assembler.feed(CustomEvent.model_validate(row.event)))]
+    assert whole.value["password"] == REDACTED and whole.value["rows"] == big.value["rows"]
