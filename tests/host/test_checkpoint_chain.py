@@ -234,10 +234,10 @@ def test_the_thread_page_lists_and_forks_a_delta_checkpoint(demo_thread, client,
     client.force_login(operator_user)
     body = client.get(f"/threads/{demo_thread.pk}/").content.decode()
     assert f'data-checkpoint="{source.pk}"' in body
-    response = client.post(f"/checkpoints/{source.pk}/fork/", {"title": "Fork of a delta"})
+    response = client.post(f"/checkpoints/{source.pk}/fork/", {"title": "Fork of a delta", "submission_key": "k1"})
     fork = Thread.objects.get(title="Fork of a delta")
     assert response.status_code == 302 and fork.forked_from == source
     Checkpoint.objects.filter(pk=source.parent_id).update(state_json=json.dumps({"forged": True}))
-    response = client.post(f"/checkpoints/{source.pk}/fork/", {"title": "Refused"}, follow=True)
+    response = client.post(f"/checkpoints/{source.pk}/fork/", {"title": "Refused", "submission_key": "k2"}, follow=True)
     assert not Thread.objects.filter(title="Refused").exists()
     assert "was altered" in response.content.decode()
