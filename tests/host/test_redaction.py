@@ -205,7 +205,7 @@ def test_the_agui_endpoint_describes_a_request_without_its_secret():
 
 @pytest.mark.django_db
 def test_the_migration_masks_rows_stored_before_the_boundary_and_keeps_their_positions():
-    remask = importlib.import_module("runs.migrations.0008_remask_timeline").remask_timelines
+    remask = importlib.import_module("runs.migrations.0009_remask_timeline").remask_timelines
     builders.configure_policy(redact_patterns=["password"])
     execution = seed.make_execution()
     execution.policy_version = current_policy_version()

@@ -30,6 +30,6 @@ def remask_timelines(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("runs", "0007_execution_cancelled_by")]
+    dependencies = [("runs", "0008_start_submission")]
 
     operations = [migrations.RunPython(remask_timelines, migrations.RunPython.noop)]
