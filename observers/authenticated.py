@@ -101,12 +101,15 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
         await super().websocket_disconnect(message)
 
     async def send_json(self, content: Any, close: bool = False) -> None:
-        """Messages over daphne's limit go out in pieces (see observers/pieces.py)."""
-        self.sent_messages += 1
-        for text in pieces(await self.encode_json(content), self.sent_messages):
-            await self.send(text_data=text)
+        await self.send_encoded(await self.encode_json(content))
         if close:
             await self.close()
+
+    async def send_encoded(self, text: str) -> None:
+        """One message's JSON text (ASCII); over daphne's limit it goes out in pieces (see observers/pieces.py)."""
+        self.sent_messages += 1
+        for piece in pieces(text, self.sent_messages):
+            await self.send(text_data=piece)
 
     async def fail(self, code: str, message: str, *, close_code: int = CLOSE_BAD_REQUEST) -> None:
         await self.send_json({"type": "error", "code": code, "message": message})

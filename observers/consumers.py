@@ -29,11 +29,28 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from observers.authenticated import CLOSE_INTERNAL_ERROR, CLOSE_NOT_FOUND, AuthenticatedJsonConsumer
+from observers.pieces import PIECE_CHARS
 from observers.socket_messages import MAX_DB_INTEGER, ThreadsSubscribe, TimelineSubscribe
 from runs.services import timeline
 from runs.services.publishing import THREADS_GROUP, execution_group
 
 log = logging.getLogger(__name__)
+
+
+_EVENTS_MESSAGE = '{{"type":"events","events":[{}]}}'
+
+
+def _fitting(texts: list[str], limit: int) -> list[list[str]]:
+    """Consecutive runs of `texts` whose joined length stays within `limit` (a longer text goes alone)."""
+    groups: list[list[str]] = [[]]
+    size = 0
+    for text in texts:
+        if groups[-1] and size + len(text) + 1 > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(text)
+        size += len(text) + 1
+    return groups
 
 
 class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
@@ -159,13 +176,17 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
             await self._send_frames(outgoing)
 
     async def _send_frames(self, frames: list[dict[str, Any]]) -> None:
-        """One frame as an `event` message; several as one `events` message (per-message cost dominates replay)."""
+        """One frame as an `event` message; several as `events` messages (per-message cost dominates replay)."""
         if not frames:
             return
-        if len(frames) == 1:
-            await self.send_json({"type": "event", **frames[0]})
+        # The events' stored JSON text is spliced in as it is (see `timeline.frame_text`), never decoded; one
+        # message holds as many frames as fit in a piece, so a long replay is not cut into pieces and rejoined.
+        texts = [timeline.frame_text(frame) for frame in frames]
+        if len(texts) == 1:
+            await self.send_encoded(texts[0])
         else:
-            await self.send_json({"type": "events", "events": [{"type": "event", **frame} for frame in frames]})
+            for group in _fitting(texts, PIECE_CHARS - len(_EVENTS_MESSAGE) + 2):
+                await self.send_encoded(_EVENTS_MESSAGE.format(",".join(group)))
         self.last_sent = frames[-1]["position"]
 
 

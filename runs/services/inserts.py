@@ -9,12 +9,31 @@ whole surrounding transaction exactly as with `bulk_create`.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db import connection, models
 
-__all__ = ("insert_rows",)
+__all__ = ("EncodedJson", "insert_rows")
+
+
+class EncodedJson(str):
+    """JSON text already encoded for a JSON column: stored as it is instead of being encoded again."""
+
+    __slots__ = ()
+
+
+@functools.cache
+def _verbatim_encoder(encoder: type[json.JSONEncoder] | None) -> type[json.JSONEncoder]:
+    base = encoder or json.JSONEncoder
+
+    class Verbatim(base):  # type: ignore[valid-type,misc]
+        def encode(self, o: Any) -> str:
+            return str(o) if isinstance(o, EncodedJson) else super().encode(o)
+
+    return Verbatim
 
 
 def _adapter(field: models.Field) -> Callable[[Any], Any] | None:
@@ -22,7 +41,8 @@ def _adapter(field: models.Field) -> Callable[[Any], Any] | None:
     if isinstance(field, models.DateTimeField):
         return ops.adapt_datetimefield_value
     if isinstance(field, models.JSONField):
-        encoder = field.encoder
+        # Both backends encode through `json.dumps(value, cls=encoder)`; this encoder passes encoded text through.
+        encoder = _verbatim_encoder(field.encoder)
         return lambda value: ops.adapt_json_value(value, encoder)
     return None
 

@@ -5,10 +5,14 @@ are stored as `TimelineEvent`s with the next contiguous positions of the executi
 as the journal rows, so the timeline never shows an item the journal lacks or the other way round. Positions
 are the Host's durable event ids (S11g), independent of harness sequences, and shared by all runs of an
 execution so their lanes interleave in one ordered timeline. Publication happens after commit.
+
+Each event's JSON text is produced once (`encode_event`): the same text is stored in the row, carried by the
+published frame (`event_json`) and read back as text by a replay, so no step decodes and encodes it again.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -21,14 +25,19 @@ from runs.harness.events import HarnessStreamEvent
 from runs.models import Run, TimelineEvent
 
 from . import journal
-from .inserts import insert_rows
+from .inserts import EncodedJson, insert_rows
 from .leases import Lease
 from .publishing import publish_frames
 from .redaction import TimelineRedactor, dump_event
 
-__all__ = ("RunProjection", "dump_event", "store_events")
+__all__ = ("RunProjection", "dump_event", "encode_event", "store_events")
 
 _FIELDS = ("execution", "position", "run", "journal_entry", "subagent_run_id", "event_type", "event", "occurred_at")
+
+
+def encode_event(dumped: dict[str, Any]) -> str:
+    """An event's stored and published JSON text: compact and ASCII only (a websocket piece is cut by characters)."""
+    return json.dumps(dumped, separators=(",", ":"))
 
 
 class RunProjection:
@@ -108,12 +117,20 @@ def store_events(
     frames = []
     run_id = run.run_id or ""
     for position, (entry_pk, occurred_at, dumped) in enumerate(redactor.events(produced), start=after + 1):
+        text = encode_event(dumped)
         subagent_run_id = dumped.get("subagentRunId", "")
+        event_type = dumped["type"]
         rows.append(
-            (run.execution_id, position, run.pk, entry_pk, subagent_run_id, dumped["type"], dumped, occurred_at)
+            (run.execution_id, position, run.pk, entry_pk, subagent_run_id, event_type, EncodedJson(text), occurred_at)
         )
         frames.append(
-            {"position": position, "run_id": run_id, "run": run.pk, "subagent_run_id": subagent_run_id, "event": dumped}
+            {
+                "position": position,
+                "run_id": run_id,
+                "run": run.pk,
+                "subagent_run_id": subagent_run_id,
+                "event_json": text,
+            }
         )
     insert_rows(TimelineEvent, _FIELDS, rows)
     publish_frames(run.execution_id, frames)

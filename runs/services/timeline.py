@@ -1,18 +1,20 @@
 """Read side of the dashboard: timeline frames, run lanes, status snapshots and thread listings.
 
-The websocket consumer and the pages read through here, so a replayed frame is exactly the frame that was
-published live (publishing builds its frames with `frame_of`), and views stay free of query logic.
+The websocket consumer and the pages read through here, and views stay free of query logic. A replayed frame
+is exactly the frame that was published live: both carry the event's stored JSON text as `event_json`, which
+the replay reads as text and `frame_text` splices into the socket message without decoding it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, TextField
+from django.db.models.functions import Cast, Coalesce, Greatest
 from django.utils import timezone
 
 from runs.models import (
@@ -26,15 +28,15 @@ from runs.models import (
     TimelineEvent,
 )
 
-REPLAY_PAGE_SIZE = 500
+REPLAY_PAGE_SIZE = 2000
 IDLE = "idle"
 THREAD_STATUSES = (IDLE, *ExecutionStatus.values)
 
-_FRAME_FIELDS = ("position", "run_id", "run__run_id", "subagent_run_id", "event")
+_FRAME_FIELDS = ("position", "run_id", "run__run_id", "subagent_run_id", "event_json")
 
 
 def frame_of(event: TimelineEvent) -> dict[str, Any]:
-    """The websocket frame of one stored event (schema.md: position, run_id, run, subagent_run_id, event)."""
+    """One stored event as a decoded frame (schema.md: position, run_id, run, subagent_run_id, event), for pages."""
     return {
         "position": event.position,
         "run_id": event.run.run_id or "",
@@ -51,28 +53,42 @@ def _frame_from_row(row: dict[str, Any]) -> dict[str, Any]:
         "run_id": row["run__run_id"] or "",
         "run": row["run_id"],
         "subagent_run_id": row["subagent_run_id"],
-        "event": row["event"],
+        "event_json": row["event_json"],
     }
+
+
+def frame_text(frame: dict[str, Any]) -> str:
+    """A frame as the socket's `event` message text, its event's JSON text spliced in as it is.
+
+    A frame from `frame_of` (decoded) is encoded here. Stored text is ASCII unless the database rewrote it
+    (PostgreSQL's jsonb renders non-ASCII characters as they are); that is escaped, since the socket's pieces
+    are cut by characters.
+    """
+    event = frame.get("event_json")
+    if event is None:
+        event = json.dumps(frame["event"])
+    elif not event.isascii():
+        event = json.dumps(json.loads(event))
+    return (
+        f'{{"type":"event","position":{int(frame["position"])},"run_id":{json.dumps(frame["run_id"])},'
+        f'"run":{int(frame["run"])},"subagent_run_id":{json.dumps(frame["subagent_run_id"])},"event":{event}}}'
+    )
+
+
+def _frame_rows(rows: QuerySet[TimelineEvent], limit: int | None = None) -> list[dict[str, Any]]:
+    # The event is read as the stored text, never decoded.
+    values = rows.order_by("position").annotate(event_json=Cast("event", TextField())).values(*_FRAME_FIELDS)
+    return [_frame_from_row(row) for row in (values if limit is None else values[:limit])]
 
 
 def frames_after(execution_pk: int, after: int, limit: int = REPLAY_PAGE_SIZE) -> list[dict[str, Any]]:
     """One page of frames with position > after, in position order (served by the (execution, position) index)."""
-    rows = (
-        TimelineEvent.objects.filter(execution_id=execution_pk, position__gt=after)
-        .order_by("position")
-        .values(*_FRAME_FIELDS)[:limit]
-    )
-    return [_frame_from_row(row) for row in rows]
+    return _frame_rows(TimelineEvent.objects.filter(execution_id=execution_pk, position__gt=after), limit)
 
 
 def frames_between(execution_pk: int, after: int, before: int) -> list[dict[str, Any]]:
     """Frames strictly between two positions: what a live subscriber missed when a published message was lost."""
-    rows = (
-        TimelineEvent.objects.filter(execution_id=execution_pk, position__gt=after, position__lt=before)
-        .order_by("position")
-        .values(*_FRAME_FIELDS)
-    )
-    return [_frame_from_row(row) for row in rows]
+    return _frame_rows(TimelineEvent.objects.filter(execution_id=execution_pk, position__gt=after, position__lt=before))
 
 
 def last_position(execution_pk: int) -> int:

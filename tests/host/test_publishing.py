@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
+from django.db.models import TextField
+from django.db.models.functions import Cast
 
 from runs.models import TimelineEvent
 from runs.services import leases, publishing
@@ -35,13 +39,16 @@ def test_frames_are_published_after_commit_in_position_order(sent, django_captur
     frames = message["frames"]
     stored = list(TimelineEvent.objects.filter(run=run).order_by("position"))
     assert [frame["position"] for frame in frames] == [event.position for event in stored]
+    # The frame carries the event's JSON text exactly as the row stores it (encoded once).
+    stored_text = TimelineEvent.objects.annotate(text=Cast("event", TextField())).get(pk=stored[0].pk).text
     assert frames[0] == {
         "position": 1,
         "run_id": builders.RUN_ID,
         "run": run.pk,
         "subagent_run_id": "",
-        "event": stored[0].event,
+        "event_json": stored_text,
     }
+    assert json.loads(stored_text) == stored[0].event
 
 
 def test_a_rolled_back_batch_is_never_published(sent, django_capture_on_commit_callbacks):

@@ -73,7 +73,11 @@ def open_socket(stack, user, execution_pk: int):
 
 def test_an_execution_with_a_3_mib_event_replays_and_streams_live(live_stack, operator_user, big_execution):
     run = big_execution
-    stored = [{"type": "event", **frame} for frame in timeline.frames_after(run.execution_id, 0)]
+    stored = [
+        {"type": "event", **{key: value for key, value in frame.items() if key != "event_json"}}
+        | {"event": json.loads(frame["event_json"])}
+        for frame in timeline.frames_after(run.execution_id, 0)
+    ]
 
     async def watch() -> tuple[list[dict], list[dict]]:
         async with open_socket(live_stack, operator_user, run.execution_id) as socket:

@@ -76,8 +76,10 @@ async def test_events_committed_during_replay_are_delivered_exactly_once(seeded_
     assert stored == 1100  # RUN_STARTED, TEXT_MESSAGE_START, 1097 deltas, TEXT_MESSAGE_END
     real_page = timeline.frames_after
     calls = []
+    # Pages of 500, so the 1100 stored events take three.
+    monkeypatch.setattr(timeline, "REPLAY_PAGE_SIZE", 500)
 
-    def interleaving_page(execution_pk, after, limit=timeline.REPLAY_PAGE_SIZE):
+    def interleaving_page(execution_pk, after, limit=500):
         calls.append(after)
         page = real_page(execution_pk, after, limit)
         if len(calls) == 1:
