@@ -265,6 +265,7 @@ class HostPolicyAdmin(admin.ModelAdmin):
         (None, {"fields": ["name"]}),
         ("Approvals", {"fields": ["approval_rules", "approval_timeout_seconds"]}),
         ("Recovery", {"fields": ["tool_recovery", "max_attempts", "lease_seconds"]}),
+        ("Model requests", {"fields": ["model_max_retries"]}),
         ("Timeline", {"fields": ["redact_patterns"]}),
         ("This change", {"fields": ["comment"]}),
     ]

@@ -10,6 +10,7 @@ from django.urls import reverse
 from runs.models import AgentProfile, Execution, HostPolicy, HostPolicyVersion
 from runs.services import toolbox
 from runs.services.executions import create_thread, current_policy_version
+from runs.services.policy import POLICY_VERSION_FIELDS
 
 pytestmark = pytest.mark.django_db
 
@@ -129,3 +130,9 @@ def test_profiles_enable_tools_from_the_host_registry(admin_client):
     assert created.status_code == 302
     assert AgentProfile.objects.get(name="ops").enabled_tools == names[:2]
     assert unknown.status_code == 200 and not AgentProfile.objects.filter(name="bad").exists()
+
+
+def test_the_change_form_offers_every_field_of_a_policy_version(admin_client):
+    page = admin_client.get(change_url(current_policy_version().policy)).content.decode()
+    for name in POLICY_VERSION_FIELDS:
+        assert f'name="{name}"' in page, f"{name} is not on the form, so saving it would always fail"
