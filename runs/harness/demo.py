@@ -2,9 +2,12 @@
 
 The prompt chooses the behaviour (keywords, case-insensitive; several may combine into one plan):
 
-* `look up` / `lookup` / `search` - calls the read-only `lookup_record` and `search_records` tools;
-* `deploy` / `approve` - calls `deploy_release`, which needs an operator's approval (the run suspends);
-* `ask` - calls `ask_operator`, an external tool the operator answers (the run suspends);
+* `look up` / `lookup` / `search` - calls the read-only `lookup_record` and `search_records` tools, for the
+  record the prompt names (`REC-7`) or `REC-42`;
+* `deploy` / `approve` / `confirm` - calls `deploy_release`, which needs an operator's approval (the run
+  suspends), for the version the prompt names (`release 3.0`, `1.5.0`) or `1.4.2`;
+* `ask` - calls `ask_operator`, an external tool the operator answers with text (the run suspends); "ask for
+  confirmation" asks for an approval instead;
 * `delegate` / `research` - hands a task to the inline `researcher` child agent;
 * `slow` / `long` - calls `slow_step`, which takes a few seconds (a number in the prompt sets the seconds);
 * `fail` - the model fails mid-answer like a provider error (a failure candidate);
@@ -64,6 +67,8 @@ __all__ = (
 DEMO_AGENT_NAME = "demo"
 MAX_SLOW_SECONDS = 60.0
 DEFAULT_SLOW_SECONDS = 3.0
+DEFAULT_RECORD_ID = "REC-42"
+DEFAULT_VERSION = "1.4.2"
 
 INSTRUCTIONS = (
     "You are the operations assistant of the Harness Host demo. Use lookup_record and search_records to read "
@@ -144,8 +149,23 @@ def _has(prompt: str, *words: str) -> bool:
     return any(re.search(rf"\b{re.escape(word)}", prompt) for word in words)
 
 
+_RECORD_ID = re.compile(r"\bREC-\d+\b", re.IGNORECASE)
+_VERSION = re.compile(r"(?:\b(?:release|version|v)\s*(\d+(?:\.\d+)+)\b|\b(\d+\.\d+\.\d+)\b)", re.IGNORECASE)
+
+
+def _record_id(prompt: str) -> str:
+    found = _RECORD_ID.search(prompt)
+    return found.group(0).upper() if found else DEFAULT_RECORD_ID
+
+
+def _version(prompt: str) -> str:
+    found = _VERSION.search(prompt)
+    return (found.group(1) or found.group(2)) if found else DEFAULT_VERSION
+
+
 def _slow_seconds(prompt: str) -> float:
-    number = re.search(r"(\d+(?:\.\d+)?)", prompt)
+    # Record ids and versions are numbers too; the seconds are the first other number.
+    number = re.search(r"(\d+(?:\.\d+)?)", _VERSION.sub(" ", _RECORD_ID.sub(" ", prompt)))
     seconds = float(number.group(1)) if number else DEFAULT_SLOW_SECONDS
     return min(seconds, MAX_SLOW_SECONDS)
 
@@ -155,7 +175,7 @@ def _plan(prompt: str) -> list[_Step]:
     lookup = _Step(
         "I need the record and anything related to it before answering.",
         "Let me look that up.",
-        (("lookup_record", {"record_id": "REC-42"}), ("search_records", {"query": prompt[:80] or "records"})),
+        (("lookup_record", {"record_id": _record_id(prompt)}), ("search_records", {"query": prompt[:80] or "records"})),
     )
     delegate = _Step(
         "This needs research; the researcher agent is better at that.",
@@ -165,7 +185,7 @@ def _plan(prompt: str) -> list[_Step]:
     deploy = _Step(
         "Shipping is a change in production, so an operator has to approve it.",
         "I am requesting approval to deploy.",
-        (("deploy_release", {"version": "1.4.2"}),),
+        (("deploy_release", {"version": _version(prompt)}),),
     )
     slow = _Step(
         "This is long-running work.",
@@ -181,7 +201,9 @@ def _plan(prompt: str) -> list[_Step]:
         steps.append(lookup)
     if _has(lowered, "delegate", "research"):
         steps.append(delegate)
-    if _has(lowered, "ask"):
+    # "Ask for confirmation" is a request for an approval, not a question.
+    confirm = _has(lowered, "confirm")
+    if _has(lowered, "ask") and not confirm:
         steps.append(
             _Step(
                 "Only a human can answer this; I will ask the operator.",
@@ -191,7 +213,7 @@ def _plan(prompt: str) -> list[_Step]:
         )
     if _has(lowered, "slow", "long"):
         steps.append(slow)
-    if _has(lowered, "deploy", "approve"):
+    if _has(lowered, "deploy", "approve") or confirm:
         steps.append(deploy)
     return steps
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from pydantic_ai import PartDeltaEvent, TextPartDelta, ThinkingPart, ToolDenied
 
 from runs.harness import DeferredToolResume, HarnessExtensionEvent, HarnessRunResultEvent, HarnessState
@@ -25,6 +26,32 @@ async def test_lookup_calls_read_only_tools():
     assert result.status == "completed"
     assert "lookup_record (success)" in result.output
     assert "search_records (success)" in result.output
+
+
+@pytest.mark.parametrize(
+    ("prompt", "kind", "tool", "args"),
+    [
+        ("Ask for confirmation", "approval", "deploy_release", {"version": "1.4.2"}),
+        ("confirm the change", "approval", "deploy_release", {"version": "1.4.2"}),
+        ("deploy release 3.0", "approval", "deploy_release", {"version": "3.0"}),
+        ("deploy 1.5.0 after a slow step of 1 second", "approval", "deploy_release", {"version": "1.5.0"}),
+        ("ask the operator which environment", "question", "ask_operator", None),
+    ],
+)
+async def test_the_prompt_chooses_the_kind_of_request_and_its_arguments(prompt, kind, tool, args):
+    first = await build_demo_agent().run(prompt, previous_state=HarnessState.new(thread_id="thr_demo1"))
+
+    assert first.status == "suspended"
+    [entry] = first.deferred.entries()
+    assert (entry.model_call.tool_name, first.deferred.kind(entry.target_call.tool_call_id)) == (tool, kind)
+    if args is not None:
+        assert entry.model_call.args_as_dict() == args
+
+
+async def test_a_lookup_uses_the_record_the_prompt_names():
+    result = await build_demo_agent().run("look up rec-7 please")
+    calls = [part for message in result.state.message_history for part in getattr(message, "tool_calls", [])]
+    assert [call.args_as_dict() for call in calls if call.tool_name == "lookup_record"] == [{"record_id": "REC-7"}]
 
 
 async def test_deploy_suspends_for_approval_and_runs_once_approved():
