@@ -142,6 +142,10 @@ def test_a_resume_without_the_decide_permission_is_403_and_changes_nothing(clien
     request.refresh_from_db()
     assert request.status == "pending" and not Decision.objects.exists()
     assert request.execution.runs.count() == 1
+    busy = client.post(
+        f"/agui/{PROFILE}/", json=run_input("agui_thread5", "r3", "deploy the release", "hello"), headers=bearer(token)
+    )
+    assert busy.status_code == 409 and busy.json()["error"] == "thread_busy"
 
 
 def test_bad_input_is_refused_with_a_clear_error(client, token):
