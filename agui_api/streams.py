@@ -42,8 +42,17 @@ _ENCODER = EventEncoder()
 
 
 @dataclass(frozen=True)
+class _Stored:
+    """One stored event, decoded into its ag-ui-protocol model."""
+
+    position: int
+    run: int
+    event: Any
+
+
+@dataclass(frozen=True)
 class _Page:
-    frames: list[dict[str, Any]]
+    events: list[_Stored]
     settled: bool
     full: bool
     requests: dict[tuple[int, str], DeferredRequest]
@@ -58,11 +67,12 @@ def _read(execution_pk: int, after: int) -> _Page:
         # The status first: when it says settled, the events read next include everything that led there.
         status = Execution.objects.filter(pk=execution_pk).values_list("status", flat=True).first()
         frames = frames_after(execution_pk, after)
+        events = [_Stored(f["position"], f["run"], _EVENT.validate_json(f["event_json"])) for f in frames]
         interrupted = {
-            frame["run"]
-            for frame in frames
-            if frame["event"].get("type") == EventType.RUN_FINISHED.value
-            and (frame["event"].get("outcome") or {}).get("type") == "interrupt"
+            stored.run
+            for stored in events
+            if isinstance(stored.event, RunFinishedEvent)
+            and isinstance(stored.event.outcome, RunFinishedInterruptOutcome)
         }
         requests = {
             (request.run_id, request.tool_call_id): request
@@ -71,7 +81,7 @@ def _read(execution_pk: int, after: int) -> _Page:
                 "execution__policy_version"
             )
         }
-        return _Page(frames, _settled(status), len(frames) == REPLAY_PAGE_SIZE, requests)
+        return _Page(events, _settled(status), len(frames) == REPLAY_PAGE_SIZE, requests)
     finally:
         connections.close_all()
 
@@ -90,15 +100,15 @@ def open_run_at(execution_pk: int, position: int) -> bool:
         connections.close_all()
 
 
-def _encoded(frame: dict[str, Any], requests: dict[tuple[int, str], DeferredRequest]) -> str:
-    event = _EVENT.validate_python(frame["event"])
+def _encoded(stored: _Stored, requests: dict[tuple[int, str], DeferredRequest]) -> str:
+    event = stored.event
     if isinstance(event, RunFinishedEvent) and isinstance(event.outcome, RunFinishedInterruptOutcome):
         enriched = [
-            interrupt_of(request, interrupt) if (request := requests.get((frame["run"], interrupt.id))) else interrupt
+            interrupt_of(request, interrupt) if (request := requests.get((stored.run, interrupt.id))) else interrupt
             for interrupt in event.outcome.interrupts
         ]
         event = event.model_copy(update={"outcome": event.outcome.model_copy(update={"interrupts": enriched})})
-    return f"id: {frame['position']}\n{_ENCODER.encode(event)}"
+    return f"id: {stored.position}\n{_ENCODER.encode(event)}"
 
 
 async def sse_events(execution_pk: int, after: int, *, in_run: bool) -> AsyncIterator[str]:
@@ -111,17 +121,17 @@ async def sse_events(execution_pk: int, after: int, *, in_run: bool) -> AsyncIte
         idle = 0.0
         while True:
             page = await sync_to_async(_read)(execution_pk, after)
-            for frame in page.frames:
-                after = frame["position"]
-                kind = frame["event"].get("type")
+            for stored in page.events:
+                after = stored.position
+                kind = stored.event.type.value
                 if kind == EventType.RUN_STARTED.value:
                     in_run = True
                 elif not in_run:
                     continue
                 elif kind in _RUN_EDGES:
                     in_run = False
-                yield _encoded(frame, page.requests)
-            if page.frames:
+                yield _encoded(stored, page.requests)
+            if page.events:
                 idle = 0.0
             if page.full:
                 continue

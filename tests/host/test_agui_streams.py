@@ -109,7 +109,11 @@ def demo_scenarios(decide: Decide) -> dict[str, Execution]:
 
 
 def frames(execution: Execution) -> list[dict[str, Any]]:
-    return timeline.frames_after(execution.pk, 0, limit=100_000)
+    """The socket's frames, with each event decoded from its stored text."""
+    return [
+        {**frame, "event": json.loads(frame["event_json"])}
+        for frame in timeline.frames_after(execution.pk, 0, limit=100_000)
+    ]
 
 
 @pytest.mark.django_db
