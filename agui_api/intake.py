@@ -122,6 +122,9 @@ def _resume(thread: Thread, run_input: RunAgentInput, user: AbstractBaseUser) ->
         raise Refused(409, "nothing_to_resume", f"Thread {thread.thread_id} has no open interrupts to resume.")
     answers = answers_for(requests, run_input.resume or [])
     key = "agui-" + hashlib.sha256(f"{thread.thread_id}\0{run_input.run_id}".encode()).hexdigest()[:40]
+    # Read before deciding: the resume run may write its first events as soon as the decision commits. What
+    # lies between (the decision item) is outside any run and not streamed.
+    before = last_position(execution.pk)
     try:
         submit_decisions(
             execution, checkpoint_id=requests[0].checkpoint_id, key=key, answers=answers, user=_fresh(user)
@@ -130,8 +133,7 @@ def _resume(thread: Thread, run_input: RunAgentInput, user: AbstractBaseUser) ->
         raise Refused(403, "forbidden", str(exc)) from exc
     except SubmissionRejected as exc:
         raise Refused(409 if exc.code in _STATE_CONFLICTS else 400, exc.code, exc.message) from exc
-    # The resumed run's events come after everything stored so far (the decision item included).
-    return StreamStart(execution.pk, last_position(execution.pk))
+    return StreamStart(execution.pk, before)
 
 
 def _fresh(user: AbstractBaseUser) -> AbstractBaseUser:
