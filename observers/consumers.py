@@ -16,6 +16,9 @@ and the page reconnects from its cursor.
 
 `/ws/threads/` forwards `thread.status` messages; a client may first send `{"type": "subscribe",
 "threads": [pk, ...]}` to receive the current status of those threads before the live ones.
+
+`/ws/approvals/`: after `{"type": "subscribe"}` the server sends `{"type": "approvals", "count", "requests":
+[<request pk>, ...]}`, the open requests, and again whenever they change.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from django.conf import settings
 
 from observers.authenticated import CLOSE_INTERNAL_ERROR, CLOSE_NOT_FOUND, AuthenticatedJsonConsumer
 from observers.pieces import PIECE_CHARS
-from observers.socket_messages import MAX_DB_INTEGER, ThreadsSubscribe, TimelineSubscribe
+from observers.socket_messages import MAX_DB_INTEGER, ApprovalsSubscribe, ThreadsSubscribe, TimelineSubscribe
 from runs.services import timeline
-from runs.services.publishing import THREADS_GROUP, execution_group
+from runs.services.approvals import open_request_ids
+from runs.services.publishing import APPROVALS_GROUP, THREADS_GROUP, execution_group
 
 log = logging.getLogger(__name__)
 
@@ -209,3 +213,41 @@ class ThreadListConsumer(AuthenticatedJsonConsumer):
 
     async def thread_status(self, message: dict[str, Any]) -> None:
         await self.send_json(message)
+
+
+class ApprovalsConsumer(AuthenticatedJsonConsumer):
+    """The open requests of every thread, for the nav badge and the inbox of any page.
+
+    A group message only says that something changed; the consumer reads the committed set itself, so the
+    last message it handles always leaves the page with the current set, whatever order messages came in.
+    """
+
+    client_message = ApprovalsSubscribe
+    expected_shape = '{"type": "subscribe"}'
+    shown: list[int] | None = None
+    subscribed = False
+
+    async def opened(self) -> None:
+        # Joined before the first read, so a change committed in between is not missed.
+        await self.channel_layer.group_add(APPROVALS_GROUP, self.channel_name)
+        self.joined = True
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "joined", False):
+            await self.channel_layer.group_discard(APPROVALS_GROUP, self.channel_name)
+
+    async def receive_message(self, message: ApprovalsSubscribe) -> None:
+        if self.subscribed:
+            await self.fail("already_subscribed", "This connection is already subscribed.")
+            return
+        self.subscribed = True
+        await self.approvals_changed({})
+
+    async def approvals_changed(self, message: dict[str, Any]) -> None:
+        if not self.subscribed:
+            return
+        requests = await database_sync_to_async(open_request_ids)()
+        if requests == self.shown:
+            return
+        self.shown = requests
+        await self.send_json({"type": "approvals", "count": len(requests), "requests": requests})

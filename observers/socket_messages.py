@@ -32,6 +32,14 @@ class TimelineSubscribe(BaseModel):
     execution: RecordPk | None = None
 
 
+class ApprovalsSubscribe(BaseModel):
+    """`/ws/approvals/`: send the open requests now, then whenever they change."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["subscribe"]
+
+
 class ThreadsSubscribe(BaseModel):
     """`/ws/threads/`: send the current status of these threads, then live ones."""
 

@@ -9,7 +9,6 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import F
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -21,7 +20,6 @@ from runs.forms import AuditFilterForm, DecisionSetForm, new_submission_key
 from runs.models import (
     DeferredKind,
     DeferredRequest,
-    DeferredStatus,
     Execution,
     ExecutionStatus,
 )
@@ -29,6 +27,7 @@ from runs.services import queueing
 from runs.services.approvals import (
     SubmissionRejected,
     can_decide,
+    open_requests,
     pending_requests,
     submit_decisions,
     tool_parameters_schema,
@@ -100,18 +99,7 @@ def approval_form_context(request: HttpRequest, execution: Execution, *, next_ur
     }
 
 
-@login_required
-def inbox(request: HttpRequest) -> HttpResponse:
-    """Waiting requests across all threads, oldest first; only open sets (the thread's selected checkpoint)."""
-    waiting = (
-        DeferredRequest.objects.filter(
-            status=DeferredStatus.PENDING,
-            execution__status=ExecutionStatus.WAITING,
-            checkpoint_id=F("execution__thread__selected_checkpoint_id"),
-        )
-        .select_related("execution__thread")
-        .order_by("created_at", "id")
-    )
+def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     now = timezone.now()
     rows = [
         {
@@ -120,9 +108,21 @@ def inbox(request: HttpRequest) -> HttpResponse:
             "expires_in_seconds": int((item.expires_at - now).total_seconds()) if item.expires_at else None,
             "execution_url": execution_url(item.execution),
         }
-        for item in waiting
+        for item in open_requests().select_related("execution__thread")
     ]
-    return render(request, "runs/approvals.html", {"rows": rows, "may_decide": can_decide(request.user)})
+    return {"rows": rows, "may_decide": can_decide(request.user)}
+
+
+@login_required
+def inbox(request: HttpRequest) -> HttpResponse:
+    """Waiting requests across all threads, oldest first; only open sets (the thread's selected checkpoint)."""
+    return render(request, "runs/approvals.html", _inbox_context(request))
+
+
+@login_required
+def inbox_rows(request: HttpRequest) -> HttpResponse:
+    """The inbox's table alone: what the page fetches when its socket says the open requests changed."""
+    return render(request, "runs/_approval_rows.html", _inbox_context(request))
 
 
 @require_http_methods(["GET", "POST"])
@@ -153,7 +153,7 @@ def decide(request: HttpRequest, execution_pk: int) -> HttpResponse:
                 user=request.user,
             )
     except SubmissionRejected as rejected:
-        status = 409 if rejected.code in {"stale", "duplicate"} else 400
+        status = 409 if rejected.code in {"stale", "duplicate", "expired"} else 400
         if wants_json:
             return JsonResponse({"ok": False, "code": rejected.code, "message": rejected.message}, status=status)
         return render(

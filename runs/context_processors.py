@@ -2,15 +2,15 @@
 
 from django.http import HttpRequest
 
-from runs.models import DeferredRequest, DeferredStatus
 from runs.services import queueing
+from runs.services.approvals import open_requests
 
 
 def pending_approvals(request: HttpRequest) -> dict:
     """How many deferred requests wait for an answer, for the badge on the Approvals link."""
     if not request.user.is_authenticated:
         return {}
-    return {"pending_approvals": DeferredRequest.objects.filter(status=DeferredStatus.PENDING).count()}
+    return {"pending_approvals": open_requests().count()}
 
 
 def queue_state(request: HttpRequest) -> dict:

@@ -22,6 +22,7 @@ from typing import Any, Final
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
+from django.db.models import F, QuerySet
 from django.utils import timezone
 from pydantic import ValidationError
 from pydantic_ai import ToolApproved, ToolDenied, ToolFailed
@@ -41,6 +42,7 @@ from runs.models import (
 from runs.services import decision_items, toolbox
 from runs.services.executions import resume_execution
 from runs.services.journal import decoded
+from runs.services.publishing import publish_approvals_changed
 from runs.services.redaction import redactor_for, restore_redacted
 
 log = logging.getLogger(__name__)
@@ -129,6 +131,20 @@ def pending_requests(execution: Execution) -> list[DeferredRequest]:
     )
 
 
+def open_requests() -> QuerySet[DeferredRequest]:
+    """Every request that can be answered now, oldest first: pending, of a waiting execution, in the set of the
+    checkpoint its thread has selected (the inbox, the nav badge and their live updates all count these)."""
+    return DeferredRequest.objects.filter(
+        status=DeferredStatus.PENDING,
+        execution__status=ExecutionStatus.WAITING,
+        checkpoint_id=F("execution__thread__selected_checkpoint_id"),
+    ).order_by("created_at", "id")
+
+
+def open_request_ids() -> list[int]:
+    return list(open_requests().values_list("pk", flat=True))
+
+
 def submit_decisions(
     execution: Execution,
     *,
@@ -185,6 +201,7 @@ def expire_request_set(execution_id: int, checkpoint_id: int | None) -> bool:
             DeferredRequest.objects.filter(
                 execution_id=execution_id, checkpoint_id=checkpoint_id, status=DeferredStatus.PENDING
             ).update(status=DeferredStatus.EXPIRED)
+            publish_approvals_changed()
             return False
         answers = [Answer(r.tool_call_id, Verdict.EXPIRED, message=EXPIRY_MESSAGE) for r in requests]
         try:
@@ -225,6 +242,11 @@ def _accept(
             "These requests were already answered or superseded: the thread has moved on since this form was "
             "shown. Nothing was changed; reload the page to see the current state.",
             code="stale",
+        )
+    if any(request.expires_at is not None and request.expires_at <= timezone.now() for request in requests):
+        raise SubmissionRejected(
+            "The approval timeout of these requests has passed: the host denies them. Nothing was changed.",
+            code="expired",
         )
     _check_complete_set(requests, answers)
     answers = _unmasked(execution, requests, answers)
@@ -422,4 +444,5 @@ def _store(
             decided_by=decided_by,
         )
     DeferredRequest.objects.filter(pk__in=[request.pk for request in requests]).update(status=request_status)
+    publish_approvals_changed()
     return submission

@@ -32,7 +32,9 @@ from runs.models import Execution
 from .timeline import execution_status_message
 
 __all__ = (
+    "APPROVALS_GROUP",
     "execution_group",
+    "publish_approvals_changed",
     "publish_execution_status",
     "publish_frames",
     "publish_session_ended",
@@ -43,6 +45,8 @@ __all__ = (
 log = logging.getLogger(__name__)
 
 THREADS_GROUP = "threads"
+# Every authenticated page: the approvals badge, the inbox.
+APPROVALS_GROUP = "approvals"
 # How long plain sync code waits for one send before logging it as failed and going on.
 SEND_TIMEOUT_SECONDS = 10.0
 
@@ -199,3 +203,12 @@ def publish_execution_status(execution_pk: int) -> None:
 def publish_session_ended(session_key: str) -> None:
     """Close the sockets of a session that is logging out (now: logging out commits nothing to wait for)."""
     _send(session_group(session_key), {"type": "session.ended"})
+
+
+def publish_approvals_changed() -> None:
+    """After commit, tell every page that the open requests changed (requests created, answered, expired, closed).
+
+    The message carries nothing: each socket reads the committed open set itself, so messages that arrive
+    late or out of order from different processes can never leave a page showing an older state.
+    """
+    transaction.on_commit(lambda: _send(APPROVALS_GROUP, {"type": "approvals.changed"}))

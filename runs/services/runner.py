@@ -49,7 +49,7 @@ from .codec import decode_resume
 from .leases import Lease, LeaseLost
 from .policy import approval_reason, expiry_for
 from .projection import RunProjection
-from .publishing import publish_execution_status, worker_sender
+from .publishing import publish_approvals_changed, publish_execution_status, worker_sender
 from .recovery import close_projection
 
 __all__ = ("SimulatedCrash", "execute_run")
@@ -329,6 +329,7 @@ def _record_result(
                 _deferred_requests(run, result, terminal)
                 leases.release(lease, RunStatus.SUSPENDED, usage=usage)
                 _finish_execution(lease, ExecutionStatus.WAITING)
+                publish_approvals_changed()
             return
         if result.state is not None:
             # Not selected: a failure candidate is for an operator to judge (S81), not a continuation.

@@ -2,6 +2,10 @@
 // (edited arguments against the tool's JSON schema, results as JSON), submit it once, and count down expiry.
 // Handlers are delegated from `document`, so a form inserted later (a page fetching the fragment when its
 // execution starts waiting) works without re-binding. The server checks everything again.
+//
+// The open set stays true to the server while the page is open: the form disables itself when its expiry
+// passes, and the whole "Waiting for a decision" box gives way to a notice when the execution stops waiting
+// (answered in another session, expired by the host, cancelled, ended) or its decision item arrives.
 (() => {
   if (window.harnessApprovals) return;
 
@@ -125,7 +129,7 @@
     if (!form) return;
     event.preventDefault();
     // One set, one post: a second click while the first is in flight (or after it landed) does nothing.
-    if (form.dataset.state === "sending" || form.dataset.state === "done") return;
+    if (form.dataset.state) return;
     let valid = true;
     form.querySelectorAll(".deferred-request").forEach((row) => {
       const errors = rowErrors(row);
@@ -138,6 +142,7 @@
       return;
     }
     setError(formError, "");
+    const set = form.closest(".approval-set");
     const button = form.querySelector("button[type=submit]");
     form.dataset.state = "sending";
     button.disabled = true;
@@ -171,13 +176,25 @@
       button.textContent = "Submit all decisions";
       setError(formError, `Could not reach the server: ${exc.message}`);
     }
+    // The set closed (here or elsewhere) while this post was on its way: close it now that the answer is in.
+    if (set?.dataset.closing) closeSet(set, set.dataset.closing);
   });
+
+  // The timeout passed: the host denies the set at its next sweep, and the server refuses answers now.
+  const expireForm = (form) => {
+    if (form.dataset.state) return;
+    form.dataset.state = "expired";
+    form.querySelectorAll("input, textarea, button").forEach((control) => { control.disabled = true; });
+    setError(form.querySelector(".approval-error"), "The approval timeout has passed: the host denies these calls.");
+  };
 
   const renderCountdowns = () => {
     const now = Date.now();
     document.querySelectorAll("[data-expires]").forEach((element) => {
       const left = Math.round((Date.parse(element.dataset.expires) - now) / 1000);
       element.textContent = left > 0 ? `in ${Math.floor(left / 60)}m ${String(left % 60).padStart(2, "0")}s` : "now (expired)";
+      const form = left > 0 ? null : element.closest(".approval-set")?.querySelector("form.approval-form");
+      if (form) expireForm(form);
     });
     document.querySelectorAll("[data-since]").forEach((element) => {
       const age = Math.max(0, Math.round((now - Date.parse(element.dataset.since)) / 1000));
@@ -185,12 +202,66 @@
     });
   };
 
-  // The execution page announces status changes; when its execution starts waiting and no form is open,
-  // load the form of the new request set into the slot the template tag left.
+  const timeOf = (iso) => (iso ? new Date(iso).toLocaleTimeString() : "");
+
+  // Replace the open set's box with a notice (our own accepted submission keeps its own notice). While its
+  // post is on the way, the text is kept for when the answer is in; a decision's text outranks a status's.
+  const closeSet = (set, text, fromDecision = false) => {
+    if (set.querySelector('form.approval-form[data-state="sending"]')) {
+      if (fromDecision || !set.dataset.closingFinal) set.dataset.closing = text;
+      if (fromDecision) set.dataset.closingFinal = "yes";
+      return;
+    }
+    const done = set.querySelector(".approval-done");
+    if (done) {
+      done.classList.add("approval-closed");
+      set.replaceWith(done);
+      return;
+    }
+    const notice = document.createElement("p");
+    notice.className = "approval-closed notice";
+    notice.dataset.calls = Array.from(set.querySelectorAll("[data-call-id]"), (row) => row.dataset.callId).join(" ");
+    notice.textContent = text;
+    set.replaceWith(notice);
+  };
+
+  const STATUS_NOTICES = {
+    cancelled: "The execution was cancelled: these requests can no longer be answered.",
+    failed: "The execution failed: these requests can no longer be answered.",
+  };
+
+  // The timeline's decision item for this set: say who answered it and when, or that it expired.
+  document.addEventListener("harness:decision", (event) => {
+    const { execution, calls = [], expired, decidedBy, decidedAt } = event.detail || {};
+    const slot = document.querySelector(`[data-approval-slot="${execution}"]`);
+    if (!slot) return;
+    const text = expired
+      ? "Expired: no answer arrived before the approval timeout, so the host denied these calls."
+      : `Answered by ${decidedBy ?? "a deleted user"} at ${timeOf(decidedAt)}; see the decision in the timeline.`;
+    const set = slot.querySelector(".approval-set");
+    const ours = (ids) => calls.length > 0 && ids.length > 0 && ids.every((id) => calls.includes(id));
+    if (set && ours(Array.from(set.querySelectorAll("[data-call-id]"), (row) => row.dataset.callId))) {
+      closeSet(set, text, true);
+      return;
+    }
+    const closed = slot.querySelector(".approval-closed");
+    if (closed && !closed.dataset.final && ours((closed.dataset.calls || "").split(" ").filter(Boolean))) {
+      closed.dataset.final = "decision";
+      closed.textContent = text;
+    }
+  });
+
+  // The execution page announces status changes. Leaving `waiting` closes the open set; starting to wait
+  // with no form open loads the form of the new request set into the slot the template tag left.
   document.addEventListener("harness:execution-status", async (event) => {
     const { execution, status } = event.detail || {};
     const slot = document.querySelector(`[data-approval-slot="${execution}"]`);
-    if (!slot || status !== "waiting") return;
+    if (!slot) return;
+    if (status !== "waiting") {
+      const set = slot.querySelector(".approval-set");
+      if (set) closeSet(set, STATUS_NOTICES[status] ?? `These requests are no longer open: the execution is ${status}.`);
+      return;
+    }
     const open = slot.querySelector("form.approval-form");
     if (open && open.dataset.state !== "done") return;
     const response = await fetch(slot.dataset.fragmentUrl, { credentials: "same-origin" });
@@ -207,6 +278,7 @@
     prepare(document);
     renderCountdowns();
     setInterval(renderCountdowns, 1000);
+    document.addEventListener("harness:approvals-rows", renderCountdowns);
   };
 
   window.harnessApprovals = { validate, prepare };

@@ -318,3 +318,11 @@ def test_a_set_that_cannot_be_expired_does_not_stop_the_others():
 
     assert_unchanged(broken)
     assert set(fine.execution.deferred_requests.values_list("status", flat=True)) == {DeferredStatus.EXPIRED}
+
+
+def test_a_set_past_its_timeout_is_refused_even_before_the_sweep_expires_it(operator):
+    overdue = suspended_execution(expires_in=timedelta(seconds=-1))
+
+    assert "timeout" in rejected(overdue, operator, "expired")
+
+    assert_unchanged(overdue)

@@ -7,14 +7,18 @@ Two browser contexts are two sessions (two operators); every assertion on a page
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from playwright.sync_api import expect
 
-from runs.models import Thread
+from runs.models import DeferredRequest, Execution, ExecutionStatus, Thread, Verdict
+from runs.services import executions
+from runs.services.approvals import Answer, expire_overdue_requests, submit_decisions
 from tests.conftest import create_decider, log_in
 from tests.host import builders
-from tests.web.test_approval_browser import TOOLS, row, suspend_on_records
+from tests.services import wait_until
+from tests.web.test_approval_browser import TOOLS, row, suspend_on_records, wait_for_status
 
 LIVE_MS = 60_000
 
@@ -59,6 +63,10 @@ def test_a_decision_is_an_item_with_the_editor_s_name_the_argument_diff_and_each
     search.locator("input[type=text]").fill("No searching today.")
     second_session.click("button.submit-decisions")
 
+    # The operator's form closes by itself, and says who answered.
+    expect(operator_page.locator("#approval-form")).to_have_count(0, timeout=LIVE_MS)
+    expect(operator_page.locator(".approval-set")).to_have_count(0)
+    expect(operator_page.locator(".approval-closed")).to_contain_text("Answered by editor")
     decision = operator_page.locator(".item-decision")
     expect(decision).to_have_count(1, timeout=LIVE_MS)
     expect(decision.locator(".item-label")).to_have_text("decided by editor")
@@ -90,3 +98,73 @@ def test_a_decision_is_an_item_with_the_editor_s_name_the_argument_diff_and_each
     operator_page.reload()
     expect(operator_page.locator(".item-decision .item-label")).to_have_text("decided by editor", timeout=LIVE_MS)
     expect(operator_page.locator(".interrupt-link")).to_have_count(0)
+
+
+def test_the_form_disables_itself_when_its_timeout_passes_and_closes_when_the_host_expires_it(
+    operator_page, live_stack, demo_thread
+):
+    builders.configure_policy(approval_rules=[{"tool": "deploy_release"}], approval_timeout_seconds=12)
+    execution = executions.start_execution(demo_thread, "deploy the release")
+    wait_for_status(execution, ExecutionStatus.WAITING)
+    open_live(operator_page, live_stack.base_url, execution)
+
+    # The countdown runs on the page, then the form turns itself off when it reaches zero.
+    countdown = operator_page.locator(".deferred-request .countdown")
+    expect(countdown).to_have_text(re.compile(r"in 0m \d\ds|now \(expired\)"))
+    expect(countdown).to_have_text("now (expired)", timeout=LIVE_MS)
+    expect(operator_page.locator("button.submit-decisions")).to_be_disabled()
+    expect(operator_page.locator(".approval-error")).to_contain_text("approval timeout has passed")
+
+    # What the sweeper does once the deadline passed: the host answers with denials; the box closes live.
+    wait_until(lambda: expire_overdue_requests() > 0, timeout=30, what="the sweep to expire the set")
+    expect(operator_page.locator(".approval-set")).to_have_count(0, timeout=LIVE_MS)
+    expect(operator_page.locator(".approval-closed")).to_contain_text("Expired: no answer arrived")
+    expect(operator_page.locator(".item-decision .item-label")).to_have_text("expired")
+    expect(operator_page.locator(".item-tool.outcome-expired .outcome-text")).to_contain_text("expired by the host")
+
+
+def test_the_inbox_and_the_badge_on_every_page_follow_the_open_requests_live(
+    operator_page, live_stack, operator_user, demo_thread
+):
+    builders.configure_policy(approval_rules=[{"tool": "deploy_release"}])
+    operator_page.goto(f"{live_stack.base_url}/approvals/")
+    threads_page = operator_page.context.new_page()
+    threads_page.goto(f"{live_stack.base_url}/")
+    for page in (operator_page, threads_page):
+        expect(page.locator("html")).to_have_attribute("data-approvals-socket", "live", timeout=LIVE_MS)
+        expect(page.locator("[data-approvals-count]")).to_be_hidden()
+    expect(operator_page.locator("#approvals-inbox .empty")).to_be_visible()
+
+    first = executions.start_execution(demo_thread, "deploy the release")
+    other = builders.thread(model="demo", tools=TOOLS)
+    second = executions.start_execution(other, "deploy the release")
+
+    inbox_rows = operator_page.locator("#approvals-inbox tr[data-request]")
+    expect(inbox_rows).to_have_count(2, timeout=LIVE_MS)
+    for page in (operator_page, threads_page):
+        expect(page.locator("[data-approvals-count]")).to_have_text("2")
+    expect(inbox_rows.first.locator("a")).to_have_attribute("href", f"/executions/{first.pk}/")
+
+    answer_with_a_denial(first, operator_user)
+    expect(inbox_rows).to_have_count(1, timeout=LIVE_MS)
+    expect(inbox_rows.first.locator("a")).to_have_attribute("href", f"/executions/{second.pk}/")
+    for page in (operator_page, threads_page):
+        expect(page.locator("[data-approvals-count]")).to_have_text("1")
+
+    executions.cancel_execution(second)
+    expect(operator_page.locator("#approvals-inbox .empty")).to_be_visible(timeout=LIVE_MS)
+    for page in (operator_page, threads_page):
+        expect(page.locator("[data-approvals-count]")).to_be_hidden()
+
+
+def answer_with_a_denial(execution: Execution, user) -> None:
+    execution.refresh_from_db()
+    execution.thread.refresh_from_db()
+    request = DeferredRequest.objects.get(execution=execution)
+    submit_decisions(
+        execution,
+        checkpoint_id=execution.thread.selected_checkpoint_id,
+        key=f"deny-{execution.pk}",
+        answers=[Answer(request.tool_call_id, Verdict.DENIED, message="Not now.")],
+        user=user,
+    )
