@@ -232,12 +232,13 @@
 
   // The timeline's decision item for this set: say who answered it and when, or that it expired.
   document.addEventListener("harness:decision", (event) => {
-    const { execution, calls = [], expired, decidedBy, decidedAt } = event.detail || {};
+    const { execution, calls = [], expired, cancelled, decidedBy, decidedAt } = event.detail || {};
     const slot = document.querySelector(`[data-approval-slot="${execution}"]`);
     if (!slot) return;
+    const who = decidedBy ?? "the host";
     const text = expired
       ? "Expired: no answer arrived before the approval timeout, so the host denied these calls."
-      : `Answered by ${decidedBy ?? "a deleted user"} at ${timeOf(decidedAt)}; see the decision in the timeline.`;
+      : `${cancelled ? "Cancelled" : "Answered"} by ${who} at ${timeOf(decidedAt)}; see the decision in the timeline.`;
     const set = slot.querySelector(".approval-set");
     const ours = (ids) => calls.length > 0 && ids.length > 0 && ids.every((id) => calls.includes(id));
     if (set && ours(Array.from(set.querySelectorAll("[data-call-id]"), (row) => row.dataset.callId))) {

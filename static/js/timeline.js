@@ -20,6 +20,7 @@ const VERDICTS = {
   expired: "expired",
   external_result: "result entered",
   answered: "answered",
+  cancelled: "cancelled",
 };
 const ACTIVE_STATUSES = new Set(["queued", "running", "waiting", "recovering"]);
 
@@ -589,13 +590,15 @@ class Timeline {
   // A decided (or expired) set: one item with who, when, each verdict, edits as a diff and the message; the
   // calls' own tool cards get their outcome, and the interrupt cards lose their link to the form.
   decision(scope, frame, value) {
-    const who = value.expired ? "the host" : (value.decided_by ?? "a deleted user");
-    const item = scope.add(new Item(this, "decision", frame, value.expired ? "expired" : `decided by ${who}`));
+    const who = value.decided_by ?? "the host";
+    const calls = value.calls ?? [];
+    const cancelled = calls.length > 0 && calls.every((call) => call.verdict === "cancelled");
+    const label = value.expired ? "expired" : `${cancelled ? "cancelled" : "decided"} by ${who}`;
+    const item = scope.add(new Item(this, "decision", frame, label));
     item.element.classList.toggle("expired", Boolean(value.expired));
     item.extra.textContent = value.resume_run ? `run ${value.resume_run} resumes` : "";
     item.element.querySelector(".item-time").title = value.decided_at ?? "";
     if (value.expired) item.body.append(el("div", "decision-note", "No answer arrived before the approval timeout."));
-    const calls = value.calls ?? [];
     for (const call of calls) {
       const verdict = call.edits?.length ? "approved with edited arguments" : (VERDICTS[call.verdict] ?? call.verdict);
       const row = el("div", `decided-call verdict-${call.verdict}`);
@@ -614,6 +617,7 @@ class Timeline {
           execution: this.config.execution,
           calls: calls.map((call) => call.tool_call_id),
           expired: Boolean(value.expired),
+          cancelled,
           decidedBy: value.decided_by ?? null,
           decidedAt: value.decided_at ?? null,
         },

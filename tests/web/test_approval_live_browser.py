@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.models import DeferredRequest, Execution, ExecutionStatus, Thread, Verdict
-from runs.services import executions
+from runs.services import cancellation, executions
 from runs.services.approvals import Answer, expire_overdue_requests, submit_decisions
 from tests.conftest import create_decider, log_in
 from tests.host import builders
@@ -151,10 +151,17 @@ def test_the_inbox_and_the_badge_on_every_page_follow_the_open_requests_live(
     for page in (operator_page, threads_page):
         expect(page.locator("[data-approvals-count]")).to_have_text("1")
 
-    executions.cancel_execution(second)
+    # Cancelling the other execution closes its form, its inbox row and the badge's last count.
+    execution_page = operator_page.context.new_page()
+    open_live(execution_page, live_stack.base_url, second)
+    expect(execution_page.locator("#approval-form")).to_be_visible()
+    cancellation.cancel_execution(second, user=operator_user)
     expect(operator_page.locator("#approvals-inbox .empty")).to_be_visible(timeout=LIVE_MS)
-    for page in (operator_page, threads_page):
+    for page in (operator_page, threads_page, execution_page):
         expect(page.locator("[data-approvals-count]")).to_be_hidden()
+    expect(execution_page.locator(".approval-set")).to_have_count(0)
+    expect(execution_page.locator(".approval-closed")).to_contain_text("Cancelled by op")
+    expect(execution_page.locator(".item-decision .item-label")).to_have_text("cancelled by op")
 
 
 def answer_with_a_denial(execution: Execution, user) -> None:
