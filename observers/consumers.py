@@ -220,12 +220,14 @@ class ApprovalsConsumer(AuthenticatedJsonConsumer):
 
     A group message only says that something changed; the consumer reads the committed set itself, so the
     last message it handles always leaves the page with the current set, whatever order messages came in.
+    Every `SOCKET_REFRESH_SECONDS` it rejoins the group and reads again, which covers a message lost to a
+    Redis restart (the restarted Redis also forgot the membership).
     """
 
     client_message = ApprovalsSubscribe
     expected_shape = '{"type": "subscribe"}'
     shown: list[int] | None = None
-    subscribed = False
+    refresher: asyncio.Task | None = None
 
     async def opened(self) -> None:
         # Joined before the first read, so a change committed in between is not missed.
@@ -233,19 +235,34 @@ class ApprovalsConsumer(AuthenticatedJsonConsumer):
         self.joined = True
 
     async def disconnect(self, code: int) -> None:
+        if self.refresher is not None:
+            self.refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.refresher
         if getattr(self, "joined", False):
             await self.channel_layer.group_discard(APPROVALS_GROUP, self.channel_name)
 
     async def receive_message(self, message: ApprovalsSubscribe) -> None:
-        if self.subscribed:
+        if self.refresher is not None:
             await self.fail("already_subscribed", "This connection is already subscribed.")
             return
-        self.subscribed = True
-        await self.approvals_changed({})
+        self.refresher = asyncio.create_task(self._send_then_refresh())
+
+    async def _send_then_refresh(self) -> None:
+        try:
+            while True:
+                await self._send_if_changed()
+                await asyncio.sleep(settings.SOCKET_REFRESH_SECONDS)
+                await self.channel_layer.group_add(APPROVALS_GROUP, self.channel_name)
+        except Exception:
+            log.exception("approvals socket failed")
+            await self.close(code=CLOSE_INTERNAL_ERROR)
 
     async def approvals_changed(self, message: dict[str, Any]) -> None:
-        if not self.subscribed:
-            return
+        if self.refresher is not None:
+            await self._send_if_changed()
+
+    async def _send_if_changed(self) -> None:
         requests = await database_sync_to_async(open_request_ids)()
         if requests == self.shown:
             return
