@@ -19,6 +19,7 @@ from tests.conftest import create_decider, log_in
 from tests.host import builders
 from tests.services import wait_until
 from tests.web.test_approval_browser import TOOLS, row, suspend_on_records, wait_for_status
+from tests.web.timeline_page import screenshot
 
 LIVE_MS = 60_000
 
@@ -93,6 +94,9 @@ def test_a_decision_is_an_item_with_the_editor_s_name_the_argument_diff_and_each
     index = next(i for i, item in enumerate(positions) if item["decision"])
     assert {item["column"] for item in positions[: index + 1]} == {"0"}
     assert {item["column"] for item in positions[index + 1 :]} == {"1"}
+
+    decision.scroll_into_view_if_needed()
+    screenshot(operator_page, "decision-item.png")
 
     # A page opened afterwards replays the same item.
     operator_page.reload()
