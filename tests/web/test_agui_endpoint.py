@@ -93,9 +93,27 @@ def test_cancelled_resume_entries_deny_the_call(client, token):
     post_run(client, run_input("agui_thread2", "r1", "deploy the release"), **headers)
     request = DeferredRequest.objects.get(execution__thread__thread_id="agui_thread2")
     cancel = [{"interruptId": request.tool_call_id, "status": "cancelled"}]
-    resumed = post_run(client, run_input("agui_thread2", "r2", "deploy the release", resume=cancel), **headers)
+    bad_edit = [
+        {
+            "interruptId": request.tool_call_id,
+            "status": "resolved",
+            "payload": {"approved": True, "editedArgs": {"version": ["1"]}},
+        }
+    ]
+    refused = client.post(
+        f"/agui/{PROFILE}/",
+        json=run_input("agui_thread2", "r2", "deploy the release", resume=bad_edit),
+        headers=headers,
+    )
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_args"
+    assert not Decision.objects.exists()
+    body = run_input("agui_thread2", "r3", "deploy the release", resume=cancel)
+    resumed = post_run(client, body, **headers)
     assert resumed[-1].event["type"] == "RUN_FINISHED"
     assert Decision.objects.get(request=request).verdict == "denied"
+    # The same answer again (a retry, or a stale client) changes nothing.
+    again = client.post(f"/agui/{PROFILE}/", json=body, headers=headers)
+    assert again.status_code == 409 and Decision.objects.count() == 1
 
 
 def test_the_events_endpoint_replays_then_follows_and_resumes_from_last_event_id(client, token):
