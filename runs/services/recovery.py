@@ -218,7 +218,9 @@ def close_projection(run: Run, failure: SafeFailure | None = None) -> bool:
         log.exception("run %s: journal prefix cannot be replayed; closing its lane with a plain RUN_ERROR", run.pk)
         observer, closing = None, []
     with transaction.atomic():
-        if _closed(Run.objects.select_for_update().get(pk=run.pk)):
+        # Another sweeper holding the row is closing this lane right now: leave it to that one.
+        locked = Run.objects.select_for_update(skip_locked=True).filter(pk=run.pk).first()
+        if locked is None or _closed(locked):
             return False
         if observer is None:
             plain = RunErrorEvent(message=failure.message, code=failure.code)
@@ -251,9 +253,16 @@ def _recovery_point(execution: Execution, dead: Run) -> tuple[Checkpoint | None,
 def continue_execution(execution: Execution, *, now: datetime) -> str | None:
     """Start the recovery run of a recovering execution once its backoff passed, or fail it after the limit."""
     with transaction.atomic():
+        # Only the execution's row is locked (not its policy version's, which other executions share); one
+        # that another sweeper holds is skipped in this pass.
         execution = (
-            Execution.objects.select_for_update().select_related("policy_version", "thread").get(pk=execution.pk)
+            Execution.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("policy_version", "thread")
+            .filter(pk=execution.pk)
+            .first()
         )
+        if execution is None:
+            return None
         dead = execution.runs.order_by("-number").first()
         if execution.status != ExecutionStatus.RECOVERING or dead is None or dead.status != RunStatus.ABANDONED:
             return None

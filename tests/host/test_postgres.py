@@ -20,6 +20,7 @@ PG_BIN = Path(os.environ.get("POSTGRES_BIN", "/usr/lib/postgresql/15/bin"))
 HOST_TESTS = [
     "tests/host/test_journal.py",
     "tests/host/test_execution.py",
+    "tests/host/test_concurrent_sweeps.py",
     "tests/host/test_policy_limits_migration.py",
 ]
 
@@ -56,15 +57,23 @@ def postgres_url() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_the_host_database_tests_pass_on_postgresql(postgres_url, tmp_path):
-    env = {**os.environ, "DATABASE_URL": postgres_url, "HARNESS_VAR_DIR": str(tmp_path)}
+def pytest_on_postgresql(postgres_url: str, var_dir: Path, tests: list[str], *, timeout: float) -> None:
+    env = {**os.environ, "DATABASE_URL": postgres_url, "HARNESS_VAR_DIR": str(var_dir)}
     completed = subprocess.run(
-        [sys.executable, "-m", "pytest", *HOST_TESTS, "-q", "-p", "no:cacheprovider", "-x"],
+        [sys.executable, "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider", "-x", "--tb=short"],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
     )
     assert completed.returncode == 0, completed.stdout[-6000:] + completed.stderr[-2000:]
     assert "passed" in completed.stdout
+
+
+def test_the_host_database_tests_pass_on_postgresql(postgres_url, tmp_path):
+    pytest_on_postgresql(postgres_url, tmp_path, HOST_TESTS, timeout=600)
+
+
+def test_scale_out_under_chaos_on_postgresql(postgres_url, tmp_path):
+    pytest_on_postgresql(postgres_url, tmp_path, ["tests/host/test_scale_out.py"], timeout=900)
