@@ -29,12 +29,12 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidHandshake, WebSocketException
 
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, ToolDispatch
-from runs.services import executions, timeline
+from runs.services import executions
 from runs.services.agents import ensure_demo_profile
 from tests.host import builders
 from tests.host.test_execution import assert_contiguous
 from tests.services import DaphneServer, ManagedProcess, RedisServer, RQWorker, child_pids, service_env
-from tests.web.test_large_frames import cookie_of, frames_of, receive_message
+from tests.web.test_large_frames import cookie_of, frames_of, receive_message, stored_frames
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -141,10 +141,6 @@ class Viewer:
                 # A settled status after `ready` follows a catch-up, so every event before it is here.
                 if ready and settled:
                     return True
-
-
-def stored_frames(execution_pk: int) -> list[dict]:
-    return [{"type": "event", **frame} for frame in timeline.frames_after(execution_pk, 0, limit=1_000_000)]
 
 
 @pytest.fixture

@@ -55,6 +55,11 @@ async def receive_message(socket) -> dict:
     return json.loads("".join(parts))
 
 
+def stored_frames(execution_pk: int) -> list[dict]:
+    """The execution's whole stored timeline as the event messages a viewer receives, decoded."""
+    return [json.loads(timeline.frame_text(frame)) for frame in timeline.frames_after(execution_pk, 0, limit=10**7)]
+
+
 def frames_of(message: dict) -> list[dict]:
     if message["type"] == "events":
         return message["events"]
@@ -73,11 +78,7 @@ def open_socket(stack, user, execution_pk: int):
 
 def test_an_execution_with_a_3_mib_event_replays_and_streams_live(live_stack, operator_user, big_execution):
     run = big_execution
-    stored = [
-        {"type": "event", **{key: value for key, value in frame.items() if key != "event_json"}}
-        | {"event": json.loads(frame["event_json"])}
-        for frame in timeline.frames_after(run.execution_id, 0)
-    ]
+    stored = stored_frames(run.execution_id)
 
     async def watch() -> tuple[list[dict], list[dict]]:
         async with open_socket(live_stack, operator_user, run.execution_id) as socket:

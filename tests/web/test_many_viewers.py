@@ -8,9 +8,8 @@ import json
 import pytest
 from websockets.asyncio.client import connect
 
-from runs.services import timeline
 from tests.web import seed
-from tests.web.test_large_frames import cookie_of, frames_of
+from tests.web.test_large_frames import cookie_of, frames_of, stored_frames
 
 VIEWERS = 300
 
@@ -20,7 +19,7 @@ pytestmark = pytest.mark.services
 def test_300_viewers_opened_at_once_all_get_the_whole_timeline(live_stack, operator_user):
     run = seed.make_run(seed.make_execution())
     seed.append_events(run, seed.text_run_events(run, [f"part {i} " for i in range(20)]))
-    stored = [{"type": "event", **frame} for frame in timeline.frames_after(run.execution_id, 0)]
+    stored = stored_frames(run.execution_id)
     cookie = cookie_of(operator_user)
 
     async def viewer() -> list[dict]:
