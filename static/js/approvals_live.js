@@ -21,7 +21,8 @@ async function refreshInbox(requests) {
   if (!inbox || shownRequests().join(",") === requests.join(",")) return;
   const fetchNumber = ++latest;
   const response = await fetch(inbox.dataset.rowsUrl, { credentials: "same-origin" });
-  if (!response.ok || fetchNumber !== latest) return;
+  // A session that ended answers with the login page (a redirect): never put that into the table.
+  if (!response.ok || response.redirected || fetchNumber !== latest) return;
   const html = await response.text();
   if (fetchNumber !== latest) return;
   inbox.innerHTML = html;
