@@ -31,8 +31,10 @@ QUICK_SIZES = "1k"
 REPEATS = 5
 # A smoke run of the suite itself: fewer repetitions, so the test suite can afford it.
 QUICK_REPEATS = 3
-SQLITE_BENCHMARKS = ("hosting", "observer", "journal", "replay", "live", "browser")
+SQLITE_BENCHMARKS = ("hosting", "observer", "journal", "replay", "live", "viewers", "browser")
 POSTGRES_BENCHMARKS = ("journal",)
+# Hundreds of websocket clients are no smoke test: `--quick` leaves these out unless `--only` names them.
+FULL_ONLY = frozenset({"viewers"})
 # redis-py 8 reads with a 5 s socket timeout, the same as channels-redis's blocking BZPOPMIN: a consumer whose
 # channel stays idle that long (e.g. during a long replay) can lose the race and die with close code 1011.
 # The benchmarks raise the timeout so they can measure at all; see bench/findings.md.
@@ -90,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         markdown.write_text(render(args.output))
         return 0
     args.output.mkdir(parents=True, exist_ok=True)
-    wanted = set(args.only.split(",")) if args.only else set(BENCHMARKS)
+    wanted = set(args.only.split(",")) if args.only else set(BENCHMARKS) - (FULL_ONLY if args.quick else set())
     use_postgres = not (args.quick or args.no_postgres) and "journal" in wanted
     if use_postgres and not postgres.available():
         print("==> PostgreSQL is not installed (/usr/lib/postgresql/*/bin/initdb): the journal runs on SQLite only")

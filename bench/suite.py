@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...]]] = {
     "replay": ("bench.replay", ("replay",)),
     "live": ("bench.live", ()),
     "browser": ("bench.browser", ()),
+    "viewers": ("bench.viewers", ()),
 }
 
 

@@ -1,0 +1,146 @@
+"""Benchmark 6: many viewers of one live execution, through one real daphne.
+
+Two scenarios. A synthetic run is written through the worker's write path (`bench.writer`) at `RATE` items per
+second while viewers (websocket clients in `PROCESSES` separate processes, `bench.viewer_clients`) subscribe
+from the start: `ramp` opens 1000 viewers evenly over 10 s, so most join mid-run and replay before going live;
+`burst` opens 300 at once. Every viewer must be served and end with exactly the stored timeline (the sha256 of
+its frames equals the stored frames'), and the p99 of creation-to-receipt over every live frame of every viewer
+must stay under 100 ms. There is no baseline: the targets are absolute.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import subprocess
+import sys
+from bisect import bisect_left
+
+from asgiref.sync import async_to_sync
+
+from .context import Context
+from .live import _percentile, _positions_by_item
+from .measure import Comparison, Report, Stats, Target
+from .sockets import daphne, operator_cookie
+from .synthetic import SIZES, synthetic_run
+from .writer import write_like_worker
+
+__all__ = ("run",)
+
+RATE = 20.0
+PROCESSES = 2
+SCENARIOS = (("ramp", 1000, 10.0), ("burst", 300, 0.0))
+QUICK_SCENARIOS = (("ramp", 60, 2.0), ("burst", 30, 0.0))
+LATENCY = Target("median", "<", 100.0, "p99 creation-to-receipt of live frames under 100 ms")
+SERVED = Target("median", ">=", 1.0, "every viewer served with exactly the stored timeline")
+
+
+def _stored_digest(execution_pk: int) -> str:
+    from runs.services import timeline
+
+    frames = [json.loads(timeline.frame_text(frame)) for frame in timeline.frames_after(execution_pk, 0, limit=10**7)]
+    return hashlib.sha256(json.dumps(frames, sort_keys=True).encode()).hexdigest()
+
+
+def _once(server, cookie: str, synthetic, positions: list[int], viewers: int, ramp: float) -> dict:
+    from observers.agui import HarnessAguiStreamObserver
+    from runs.services.projection import RunProjection
+
+    from .host import discard, leased_run
+
+    discard(synthetic.thread_id)
+    run, lease = leased_run(synthetic.thread_id, synthetic.run_id)
+    shares = [viewers // PROCESSES + (n < viewers % PROCESSES) for n in range(PROCESSES)]
+    clients = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench.viewer_clients",
+                server.ws_url,
+                server.base_url,
+                cookie,
+                str(run.execution_id),
+                str(share),
+                str(ramp),
+                str(positions[-1]),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for share in shares
+    ]
+    try:
+        created_at = [0.0] * synthetic.size
+
+        def created(position: int, at: float) -> None:
+            created_at[position] = at
+
+        projection = RunProjection(run, copy.copy(HarnessAguiStreamObserver(retain_events=False)))
+        async_to_sync(write_like_worker)(run, lease, projection, synthetic, pace=RATE, created=created)
+        outputs = [json.loads(client.communicate(timeout=240)[0].strip().splitlines()[-1]) for client in clients]
+    finally:
+        for client in clients:
+            if client.poll() is None:
+                client.kill()
+    stored = _stored_digest(run.execution_id)
+    results = [viewer for output in outputs for viewer in output["viewers"]]
+    latencies = [
+        (at - created_at[bisect_left(positions, position)]) * 1000
+        for viewer in results
+        for position, at in viewer["live"]
+    ]
+    discard(synthetic.thread_id)
+    return {
+        "served": sum(viewer["served"] and viewer["digest"] == stored for viewer in results) / viewers,
+        "p99": _percentile(latencies, 0.99) if latencies else float("inf"),
+        "p50": _percentile(latencies, 0.50) if latencies else float("inf"),
+        "live_frames": len(latencies),
+        "errors": [error for output in outputs for error in output["errors"]][:5],
+    }
+
+
+def run(context: Context) -> Report:
+    report = Report("viewers", context.database, context.quick, context.repeats)
+    synthetic = synthetic_run(SIZES["0.3k"])
+    positions = _positions_by_item(synthetic)
+    cookie = operator_cookie()
+    server = daphne()
+    repeats = min(context.repeats, 3)
+    for label, viewers, ramp in QUICK_SCENARIOS if context.quick else SCENARIOS:
+        outcomes = [_once(server, cookie, synthetic, positions, viewers, ramp) for _ in range(repeats)]
+        extra = {
+            "viewers": viewers,
+            "ramp_s": ramp,
+            "items_per_s": RATE,
+            "events_per_run": positions[-1],
+            "p50_ms": [o["p50"] for o in outcomes],
+            "live_frames": [o["live_frames"] for o in outcomes],
+            "errors": [e for o in outcomes for e in o["errors"]][:5],
+        }
+        size = f"{viewers} viewers" + (f" over {ramp:g} s" if ramp else " at once")
+        for name, values, target, unit in (
+            (f"{label}: live p99", [o["p99"] for o in outcomes], LATENCY, "ms"),
+            (f"{label}: served with the stored timeline", [o["served"] for o in outcomes], SERVED, "fraction"),
+        ):
+            report.add(
+                Comparison(
+                    name=name,
+                    size=size,
+                    items=0,
+                    subject=Stats.of(values),
+                    baseline=None,
+                    baseline_name="",
+                    target=target,
+                    unit=unit,
+                    extra=extra,
+                )
+            )
+    report.notes.append(
+        f"One daphne; viewers in {PROCESSES} client processes; a {positions[-1]}-event run written at {RATE:.0f} "
+        "items/s through the worker's write path while they subscribe. Each repetition is one run; the figure is "
+        "the median over repetitions of that run's p99 (and of its fraction of viewers served with the stored "
+        "timeline)."
+    )
+    return report
