@@ -33,10 +33,11 @@ from django.conf import settings
 
 from observers.authenticated import CLOSE_INTERNAL_ERROR, CLOSE_NOT_FOUND, AuthenticatedJsonConsumer
 from observers.pieces import PIECE_CHARS
-from observers.socket_messages import MAX_DB_INTEGER, ApprovalsSubscribe, ThreadsSubscribe, TimelineSubscribe
+from observers.socket_messages import ApprovalsSubscribe, ThreadsSubscribe, TimelineSubscribe
 from runs.services import timeline
 from runs.services.approvals import open_request_ids
 from runs.services.publishing import APPROVALS_GROUP, THREADS_GROUP, execution_group
+from runs.validators import MAX_DB_INTEGER
 
 log = logging.getLogger(__name__)
 

@@ -10,11 +10,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from runs.validators import MAX_DB_INTEGER
+
 MAX_MESSAGE_CHARS = 8192
 """A subscription is a few hundred characters; a larger text frame is refused before it is parsed."""
-
-MAX_DB_INTEGER = 2**63 - 1
-"""Primary keys and positions are 64-bit signed integers in both SQLite and PostgreSQL."""
 
 MAX_SUBSCRIBED_THREADS = 500
 

@@ -17,6 +17,7 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from runs.forms import StorableJSONField
 from runs.models import (
     POLICY_VERSION_LIMITS,
     AgentProfile,
@@ -118,7 +119,7 @@ DRY_RUN_BUTTON = "_dryrun"
 class HostPolicyForm(forms.ModelForm):
     """The policy's name plus the fields of the version that saving will publish."""
 
-    approval_rules = forms.JSONField(
+    approval_rules = StorableJSONField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 8, "cols": 90, "class": "mono"}),
         help_text=(
@@ -139,7 +140,7 @@ class HostPolicyForm(forms.ModelForm):
     model_max_retries = _bounded(
         "model_max_retries", "Retries of one failed model request (429, 5xx, dropped connection) before the run fails."
     )
-    redact_patterns = forms.JSONField(
+    redact_patterns = StorableJSONField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 90, "class": "mono"}),
         help_text='JSON list of key regexes (case-insensitive), e.g. ["pass(word)?", "token", "secret"]: values '

@@ -9,5 +9,5 @@ urlpatterns = [
     path("approvals/rows/", approval_views.inbox_rows, name="approval_rows"),
     path("approvals/audit/", approval_views.audit, name="approval_audit"),
     path("approvals/audit/decisions.csv", approval_views.audit_export, name="approval_audit_export"),
-    path("executions/<int:execution_pk>/approvals/", approval_views.decide, name="approval_decide"),
+    path("executions/<pk:execution_pk>/approvals/", approval_views.decide, name="approval_decide"),
 ]

@@ -206,6 +206,8 @@ def audit(request: HttpRequest) -> HttpResponse:
             "versions": filters.versions()[:AUDIT_ROWS],
             "export_query": request.GET.urlencode(),
         },
+        # Refused filters are shown with their reasons, and the rows are then unfiltered.
+        status=400 if form.is_bound and not form.is_valid() else 200,
     )
 
 

@@ -1,7 +1,9 @@
-"""Forms: starting work (new thread, new execution, fork), one decision set per post, and the audit filters."""
+"""Forms: starting work (new thread, new execution, fork), the thread search, one decision set per post, and the
+audit filters. Text fields are bounded and refuse control characters (runs/validators.py)."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import secrets
@@ -15,6 +17,14 @@ from runs.models import AgentProfile, Thread, Verdict
 from runs.services.approvals import MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
 from runs.services.audit import AuditFilters
 from runs.services.starts import MAX_KEY_LENGTH
+from runs.services.timeline import THREAD_STATUSES
+from runs.validators import MAX_DB_INTEGER, multi_line_text, single_line_text, unstorable_json
+
+MAX_INPUT_CHARS = 20_000
+"""The text an execution starts with; longer work belongs in a file the agent reads, not in every page."""
+TITLE_CHARS = Thread._meta.get_field("title").max_length
+EARLIEST_DAY = datetime.date(2000, 1, 1)
+LATEST_DAY = datetime.date(2999, 12, 31)
 
 _ENTRY_ID = re.compile(r"^decision-(\d+)-id$")
 
@@ -33,18 +43,58 @@ class StartForm(forms.Form):
     )
 
 
+def _title_field() -> forms.CharField:
+    return forms.CharField(max_length=TITLE_CHARS, required=False, validators=[single_line_text])
+
+
+def _input_field(**options: Any) -> forms.CharField:
+    return forms.CharField(max_length=MAX_INPUT_CHARS, validators=[multi_line_text], **options)
+
+
 class NewThreadForm(StartForm):
-    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.all())
-    title = forms.CharField(max_length=200, required=False)
-    input = forms.CharField(required=False)
+    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.order_by("name"), empty_label=None)
+    title = _title_field()
+    input = _input_field(required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["profile"].label_from_instance = lambda profile: f"{profile.name} ({profile.model})"
 
 
 class NewExecutionForm(StartForm):
-    input = forms.CharField(error_messages={"required": "Write what the agent should do."})
+    input = _input_field(error_messages={"required": "Write what the agent should do."})
 
 
 class ForkForm(StartForm):
-    title = forms.CharField(max_length=200, required=False)
+    title = _title_field()
+
+
+class ThreadSearchForm(forms.Form):
+    q = forms.CharField(required=False, max_length=200, validators=[single_line_text])
+    status = forms.ChoiceField(required=False, choices=[("", "any status"), *((s, s) for s in THREAD_STATUSES)])
+
+
+class StorableJSONField(forms.JSONField):
+    """Django's JSON form field, refusing what neither database can store (NUL, lone surrogates, deep nesting)
+    with a message instead of an error from the database or a RecursionError from the parser."""
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except RecursionError:
+            raise forms.ValidationError("The JSON is nested too deeply.", code="invalid") from None
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:
+            # Shown again as typed, like any other invalid JSON.
+            return forms.fields.InvalidJSONInput(data)
+
+    def validate(self, value: Any) -> None:
+        super().validate(value)
+        if problem := unstorable_json(value):
+            raise forms.ValidationError(f"The JSON {problem}.", code="invalid")
 
 
 CHOICE_VERDICTS = {
@@ -65,7 +115,7 @@ class DecisionSetForm(forms.Form):
     result, any JSON), `decision-n-answer` (text) or `decision-n-message` (the denial message).
     """
 
-    checkpoint = forms.IntegerField(min_value=1)
+    checkpoint = forms.IntegerField(min_value=1, max_value=MAX_DB_INTEGER)
     submission_key = forms.CharField(max_length=100)
     next = forms.CharField(required=False, max_length=2000)
 
@@ -85,6 +135,7 @@ class DecisionSetForm(forms.Form):
         if choice not in CHOICE_VERDICTS:
             raise SubmissionRejected(f"{label}: choose how to answer this request.", code="no_choice")
         message = value("message").strip()
+        _check_text(message, label, "message")
         if len(message) > MAX_MESSAGE_CHARS:
             raise SubmissionRejected(
                 f"{label}: the message is longer than {MAX_MESSAGE_CHARS} characters.", code="too_large"
@@ -100,8 +151,16 @@ class DecisionSetForm(forms.Form):
         if choice == "answer":
             answer = value("answer")
             _check_length(answer, label, "answer")
+            _check_text(answer, label, "answer")
             return Answer(call_id, verdict, result=answer)
         return Answer(call_id, verdict, message=message if choice == "deny" else "")
+
+
+def _check_text(text: str, label: str, what: str) -> None:
+    try:
+        multi_line_text(text)
+    except forms.ValidationError as exc:
+        raise SubmissionRejected(f"{label}: the {what}: {exc.messages[0]}", code="invalid_text") from exc
 
 
 def _check_length(text: str, label: str, what: str) -> None:
@@ -121,9 +180,14 @@ def _json_field(text: str, label: str, what: str) -> Any:
     if not text.strip():
         raise SubmissionRejected(f"{label}: the {what} is empty; enter JSON.", code="malformed_json")
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError as exc:
+        raise SubmissionRejected(f"{label}: the {what} is nested too deeply.", code="malformed_json") from exc
     except ValueError as exc:
         raise SubmissionRejected(f"{label}: the {what} is not valid JSON ({exc}).", code="malformed_json") from exc
+    if problem := unstorable_json(value):
+        raise SubmissionRejected(f"{label}: the {what} {problem}.", code="malformed_json")
+    return value
 
 
 class AuditFilterForm(forms.Form):
@@ -133,6 +197,17 @@ class AuditFilterForm(forms.Form):
     user = forms.ModelChoiceField(queryset=get_user_model().objects.order_by("username"), required=False)
     date_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     date_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        for name in ("date_from", "date_to"):
+            day = data.get(name)
+            if day is not None and not EARLIEST_DAY <= day <= LATEST_DAY:
+                self.add_error(name, f"Choose a day between {EARLIEST_DAY} and {LATEST_DAY}.")
+        start, end = data.get("date_from"), data.get("date_to")
+        if start and end and start > end:
+            self.add_error("date_to", "The end day is before the start day.")
+        return data
 
     def filters(self) -> AuditFilters:
         """The valid filters; none when the form is unbound or invalid (its errors say why)."""

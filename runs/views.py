@@ -7,13 +7,13 @@ import json
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.forms.utils import ErrorDict
+from django.forms import Form
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from runs.forms import ForkForm, NewExecutionForm, NewThreadForm
+from runs.forms import MAX_INPUT_CHARS, TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
 from runs.models import AgentProfile, Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
 from runs.services import cancellation, checkpoints, executions, queueing, starts, timeline
 from runs.services.approvals import can_decide
@@ -21,14 +21,16 @@ from runs.services.approvals import can_decide
 THREADS_PER_PAGE = 25
 CHECKPOINTS_PER_PAGE = 20
 RUN_EVENTS_PER_PAGE = 200
+LIMITS = {"input": MAX_INPUT_CHARS, "title": TITLE_CHARS}
+"""Shown as `maxlength` on the forms; the forms enforce them."""
 
 
 @login_required
 def threads(request: HttpRequest) -> HttpResponse:
-    search = request.GET.get("q", "").strip()
-    status = request.GET.get("status", "")
-    if status not in timeline.THREAD_STATUSES:
-        status = ""
+    filters = ThreadSearchForm(request.GET)
+    valid = filters.is_valid()
+    search = filters.cleaned_data.get("q", "").strip() if valid else ""
+    status = filters.cleaned_data.get("status", "") if valid else ""
     page = Paginator(timeline.threads_overview(search=search, status=status), THREADS_PER_PAGE).get_page(
         request.GET.get("page")
     )
@@ -37,11 +39,15 @@ def threads(request: HttpRequest) -> HttpResponse:
         "runs/threads.html",
         {
             "page": page,
+            "filters": filters,
             "search": search,
             "status": status,
             "statuses": timeline.THREAD_STATUSES,
             "profiles": AgentProfile.objects.order_by("name"),
+            "limits": LIMITS,
         },
+        # Refused filters are shown with their reasons, and the list is then unfiltered.
+        status=200 if valid else 400,
     )
 
 
@@ -50,7 +56,7 @@ def threads(request: HttpRequest) -> HttpResponse:
 def create_thread(request: HttpRequest) -> HttpResponse:
     form = NewThreadForm(request.POST)
     if not form.is_valid():
-        return _refused(request, form.errors, redirect("runs:threads"))
+        return _refused(request, form, "The thread was not created.")
     data = form.cleaned_data
     with queueing.reporting() as dispatch:
         try:
@@ -80,6 +86,7 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "checkpoints": checkpoints,
             "ancestry": timeline.fork_ancestry(thread),
             "forks": timeline.forks_of(thread),
+            "limits": LIMITS,
         },
     )
 
@@ -91,7 +98,7 @@ def start_execution(request: HttpRequest, pk: int) -> HttpResponse:
     back = redirect("runs:thread", pk=thread.pk)
     form = NewExecutionForm(request.POST)
     if not form.is_valid():
-        return _refused(request, form.errors, back)
+        return _refused(request, form, "No execution was started.")
     with queueing.reporting() as dispatch:
         try:
             started = starts.new_execution(
@@ -113,7 +120,7 @@ def fork_checkpoint(request: HttpRequest, pk: int) -> HttpResponse:
     back = redirect("runs:thread", pk=checkpoint.thread_id)
     form = ForkForm(request.POST)
     if not form.is_valid():
-        return _refused(request, form.errors, back)
+        return _refused(request, form, "Nothing was forked.")
     try:
         started = starts.fork(
             form.cleaned_data["submission_key"], request.user, checkpoint=checkpoint, title=form.cleaned_data["title"]
@@ -129,11 +136,9 @@ def fork_checkpoint(request: HttpRequest, pk: int) -> HttpResponse:
     return _started(request, started)
 
 
-def _refused(request: HttpRequest, errors: ErrorDict, back: HttpResponse) -> HttpResponse:
-    for field_errors in errors.values():
-        for error in field_errors:
-            messages.error(request, error)
-    return back
+def _refused(request: HttpRequest, form: Form, outcome: str) -> HttpResponse:
+    """A 400 page naming each refused field and why; nothing was changed."""
+    return render(request, "runs/bad_input.html", {"form": form, "outcome": outcome}, status=400)
 
 
 def _started(

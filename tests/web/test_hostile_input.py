@@ -10,18 +10,39 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.urls import reverse
+from pydantic_ai import ToolCallPart
 
 from observers.routing import websocket_urlpatterns
+from runs.models import AgentProfile, Checkpoint, DecisionSubmission, Execution, HostPolicy, Thread
+from runs.services import executions, toolbox
+from tests.approval_scenarios import TOOLS, suspended_execution
 from tests.web import seed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 HUGE = 2**70
+MEGABYTE = "x" * 1_000_001
+HOSTILE_TEXT = {
+    "nul": "before\x00after",
+    "terminal escape": "title\x1b]0;owned\x07",
+    "bell": "ding\x07",
+    "one megabyte": MEGABYTE,
+}
+HOSTILE_LINE = {**HOSTILE_TEXT, "newline": "two\nlines"}
 
 
 @pytest.fixture(autouse=True)
 def in_memory_layer(settings):
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+@pytest.fixture(autouse=True)
+def no_queue(monkeypatch):
+    """Accepted input would enqueue a run after commit; no worker is needed to see what was accepted."""
+    monkeypatch.setattr(executions, "enqueue_run", lambda run: None)
 
 
 @pytest.fixture
@@ -128,3 +149,335 @@ async def test_unknown_socket_addresses_are_closed_with_4404(viewer, path):
     error, closed = await refused(viewer, path, None)
     assert error["code"] == "not_found"
     assert closed == {"type": "websocket.close", "code": 4404}
+
+
+# --- pages and forms ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def client_in(viewer) -> Client:
+    viewer.user_permissions.add(Permission.objects.get(codename="decide_deferred"))
+    client = Client()
+    client.force_login(viewer)
+    return client
+
+
+@pytest.fixture
+def profile() -> AgentProfile:
+    return AgentProfile.objects.create(name="hostile", model="demo")
+
+
+def refused_with_reason(response, field: str) -> None:
+    assert response.status_code == 400, response.content[:500]
+    assert f'data-field="{field}"'.encode() in response.content
+
+
+@pytest.mark.parametrize("title", HOSTILE_LINE.values(), ids=HOSTILE_LINE.keys())
+def test_a_new_thread_refuses_a_hostile_title(client_in, profile, title):
+    response = client_in.post(reverse("runs:create_thread"), {"profile": profile.pk, "title": title})
+    refused_with_reason(response, "title")
+    assert not Thread.objects.exists()
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEXT.values(), ids=HOSTILE_TEXT.keys())
+def test_a_new_thread_refuses_a_hostile_first_input(client_in, profile, text):
+    response = client_in.post(reverse("runs:create_thread"), {"profile": profile.pk, "title": "t", "input": text})
+    refused_with_reason(response, "input")
+    assert not Thread.objects.exists()
+
+
+@pytest.mark.parametrize("value", ["abc", "", "-1", "0", str(HUGE), "1\x00", "1.5", "987654"])
+def test_a_new_thread_refuses_an_unknown_profile(client_in, profile, value):
+    response = client_in.post(reverse("runs:create_thread"), {"profile": value, "title": "t"})
+    refused_with_reason(response, "profile")
+    assert not Thread.objects.exists()
+
+
+def test_a_new_thread_keeps_ordinary_unicode_and_line_breaks(client_in, profile):
+    response = client_in.post(
+        reverse("runs:create_thread"), {"profile": profile.pk, "title": "Déploiement ✓ 部署", "input": ""}
+    )
+    assert response.status_code == 302
+    assert Thread.objects.get().title == "Déploiement ✓ 部署"
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEXT.values(), ids=HOSTILE_TEXT.keys())
+def test_a_new_execution_refuses_hostile_input(client_in, profile, text):
+    thread = seed.make_thread()
+    response = client_in.post(reverse("runs:start_execution", args=[thread.pk]), {"input": text})
+    refused_with_reason(response, "input")
+    assert not Execution.objects.exists()
+
+
+@pytest.mark.parametrize("title", HOSTILE_LINE.values(), ids=HOSTILE_LINE.keys())
+def test_a_fork_refuses_a_hostile_title(client_in, profile, title):
+    from runs.services.executions import create_thread
+
+    thread = create_thread(profile, title="origin")
+    checkpoint = Checkpoint.objects.get(thread=thread)
+    response = client_in.post(reverse("runs:fork_checkpoint", args=[checkpoint.pk]), {"title": title})
+    refused_with_reason(response, "title")
+    assert Thread.objects.count() == 1
+
+
+THREAD_QUERIES = {
+    "nul in search": {"q": "a\x00b"},
+    "escape in search": {"q": "\x1b[2J"},
+    "one megabyte search": {"q": MEGABYTE},
+    "unknown status": {"status": "abc"},
+    "nul status": {"status": "\x00"},
+}
+
+
+@pytest.mark.parametrize("query", THREAD_QUERIES.values(), ids=THREAD_QUERIES.keys())
+def test_the_thread_list_refuses_hostile_filters_with_400(client_in, query):
+    seed.make_thread()
+    response = client_in.get(reverse("runs:threads"), query)
+    assert response.status_code == 400
+    assert b'class="error"' in response.content
+
+
+AUDIT_QUERIES = {
+    "far future": {"date_from": "9999-12-31", "date_to": "9999-12-31"},
+    "year one": {"date_from": "0001-01-01"},
+    "end before start": {"date_from": "2026-02-01", "date_to": "2026-01-01"},
+    "not a date": {"date_to": "tomorrow"},
+    "nul date": {"date_from": "2026-01-01\x00"},
+    "unknown thread": {"thread": "abc"},
+    "thread beyond 64 bits": {"thread": str(HUGE)},
+    "nul user": {"user": "1\x00"},
+    "negative user": {"user": "-1"},
+}
+
+
+@pytest.mark.parametrize("query", AUDIT_QUERIES.values(), ids=AUDIT_QUERIES.keys())
+def test_the_audit_refuses_hostile_filters_with_400(client_in, query):
+    response = client_in.get(reverse("runs:approval_audit"), query)
+    assert response.status_code == 400
+    assert b'class="error"' in response.content
+
+
+def test_pagination_and_format_parameters_never_fail(client_in):
+    execution = seed.make_execution()
+    run = seed.make_run(execution)
+    seed.append_events(run, seed.text_run_events(run, ["a", "b"]))
+    pages = [
+        reverse("runs:threads"),
+        reverse("runs:thread", args=[execution.thread_id]),
+        reverse("runs:run", args=[run.pk]),
+        reverse("runs:event", args=[execution.pk, 1]),
+        reverse("runs:approvals"),
+    ]
+    for url in pages:
+        for param in ("page", "checkpoints", "format"):
+            for value in ("abc", "-1", str(HUGE), "\x00", MEGABYTE, "1e9"):
+                assert client_in.get(url, {param: value}).status_code == 200, (url, param, value[:20])
+
+
+@pytest.mark.parametrize(
+    ("name", "method"),
+    [
+        ("runs:thread", "get"),
+        ("runs:start_execution", "post"),
+        ("runs:fork_checkpoint", "post"),
+        ("runs:execution", "get"),
+        ("runs:cancel_execution", "post"),
+        ("runs:run", "get"),
+        ("runs:approval_decide", "get"),
+        ("runs:approval_decide", "post"),
+    ],
+)
+def test_pks_beyond_64_bits_in_addresses_are_404(client_in, name, method):
+    url = reverse(name, args=[7]).replace("/7/", f"/{HUGE}/")
+    response = getattr(client_in, method)(url, {"input": "x", "title": "x"})
+    assert response.status_code == 404
+
+
+def test_an_event_position_beyond_64_bits_is_404(client_in):
+    execution = seed.make_execution()
+    assert client_in.get(f"/executions/{execution.pk}/events/{HUGE}/").status_code == 404
+    assert client_in.get(f"/executions/{HUGE}/events/1/").status_code == 404
+
+
+# --- the approval form -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def suspended(monkeypatch):
+    monkeypatch.setattr(toolbox, "get_tool", TOOLS.get)
+    return suspended_execution()
+
+
+def decision_post(suspended, **changes: str) -> dict[str, str]:
+    """A complete, acceptable decision set for the two requests, with `changes` applied."""
+    post = {
+        "checkpoint": str(suspended.checkpoint_id),
+        "submission_key": "hostile-key",
+        "decision-0-id": "call-pay",
+        "decision-0-choice": "approve",
+        "decision-1-id": "call-del",
+        "decision-1-choice": "deny",
+        "decision-1-message": "no",
+    }
+    # Row fields are written decision_0_choice here, since keyword arguments cannot hold dashes.
+    post.update({name.replace("_", "-") if name.startswith("decision_") else name: v for name, v in changes.items()})
+    return post
+
+
+HOSTILE_JSON = {
+    "nul in a string": '{"amount": 5, "to": "ac\\u0000me"}',
+    "nul in a key": '{"amount": 5, "to": "acme", "\\u0000": 1}',
+    "lone surrogate": '{"amount": 5, "to": "\\ud800"}',
+    "infinite number": '{"amount": 1e400, "to": "acme"}',
+    "NaN": '{"amount": NaN, "to": "acme"}',
+    "nested 100k deep": "[" * 100_000 + "]" * 100_000,
+    "nested 200 deep": '{"amount": 5, "to": "acme", "x": ' + "[" * 200 + "]" * 200 + "}",
+    "huge integer": '{"amount": ' + "9" * 5000 + ', "to": "acme"}',
+    "one megabyte": json.dumps({"amount": 5, "to": MEGABYTE}),
+    "not json": "{amount: 5",
+}
+
+DECISION_POSTS = {
+    **{
+        f"edited args, {name}": {"decision_0_choice": "edit", "decision_0_args": text}
+        for name, text in HOSTILE_JSON.items()
+    },
+    **{f"denial message, {name}": {"decision_1_message": text} for name, text in HOSTILE_TEXT.items()},
+    "unknown choice": {"decision_0_choice": "maybe"},
+    "nul in the call id": {"decision_0_id": "call-pay\x00"},
+    "unknown call id": {"decision_0_id": "call-zzz"},
+    "checkpoint not a number": {"checkpoint": "abc"},
+    "checkpoint beyond 64 bits": {"checkpoint": str(HUGE)},
+    "negative checkpoint": {"checkpoint": "-1"},
+    "nul in the submission key": {"submission_key": "key\x00"},
+    "one megabyte submission key": {"submission_key": MEGABYTE},
+    "row index beyond 64 bits": {f"decision_{HUGE}_id": "call-pay", f"decision_{HUGE}_choice": "approve"},
+}
+
+
+@pytest.mark.parametrize("changes", DECISION_POSTS.values(), ids=DECISION_POSTS.keys())
+def test_a_hostile_decision_set_is_refused_whole(client_in, suspended, changes):
+    post = decision_post(suspended, **changes)
+    response = client_in.post(reverse("runs:approval_decide", args=[suspended.execution.pk]), post)
+    assert response.status_code in (400, 409), response.content[:300]
+    assert b"Nothing was changed" in response.content
+    assert not DecisionSubmission.objects.exists()
+
+
+def test_a_hostile_answer_to_a_question_is_refused(client_in, monkeypatch):
+    monkeypatch.setattr(toolbox, "get_tool", TOOLS.get)
+    question = ToolCallPart("ask_user_question", {"question": "Which region?"}, tool_call_id="q")
+    asked = suspended_execution(approvals=(), calls=(question,), questions=("q",))
+    call_id = "q"
+    for text in HOSTILE_TEXT.values():
+        post = {
+            "checkpoint": str(asked.checkpoint_id),
+            "submission_key": "k",
+            "decision-0-id": call_id,
+            "decision-0-choice": "answer",
+            "decision-0-answer": text,
+        }
+        response = client_in.post(reverse("runs:approval_decide", args=[asked.execution.pk]), post)
+        assert response.status_code == 400
+    assert not DecisionSubmission.objects.exists()
+
+
+@pytest.mark.parametrize("next_url", ["javascript:alert(1)", "//evil.example/", "/\x00/", "\r\nSet-Cookie: a=b"])
+def test_a_hostile_next_address_is_never_followed(client_in, suspended, next_url):
+    post = decision_post(suspended, next=next_url)
+    response = client_in.post(reverse("runs:approval_decide", args=[suspended.execution.pk]), post)
+    if "\x00" in next_url:
+        assert response.status_code == 400
+        assert not DecisionSubmission.objects.exists()
+    else:
+        assert response.status_code == 302
+        assert response["Location"] == reverse("runs:execution", args=[suspended.execution.pk])
+
+
+# --- login and admin ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("username", ["op\x00", MEGABYTE, "\x1b[2J"])
+def test_the_login_form_refuses_hostile_usernames_without_failing(client, viewer, username):
+    response = client.post(reverse("login"), {"username": username, "password": "pw-hostile-1"})
+    assert response.status_code in (200, 403, 429)
+    assert "_auth_user_id" not in client.session
+
+
+@pytest.fixture
+def admin_client_in(django_user_model) -> Client:
+    admin = django_user_model.objects.create_superuser("root", password="pw-root-1")
+    client = Client()
+    client.force_login(admin)
+    return client
+
+
+ADMIN_PROFILE_POSTS = {
+    "nul name": {"name": "a\x00"},
+    "nul model": {"model": "demo\x00"},
+    "nul instructions": {"instructions": "be\x00good"},
+    "one megabyte model": {"model": MEGABYTE},
+    "nul tool": {"enabled_tools": "\x00"},
+    "unknown tool": {"enabled_tools": "rm_rf"},
+    "nul base url": {"base_url": "http://x\x00/"},
+}
+
+
+PROFILE_POST = {"name": "p1", "model": "demo", "instructions": "", "base_url": ""}
+
+
+def test_the_profile_admin_accepts_the_unchanged_post(admin_client_in):
+    response = admin_client_in.post(reverse("admin:runs_agentprofile_add"), PROFILE_POST)
+    assert response.status_code == 302, response.content[-2000:]
+    assert AgentProfile.objects.filter(name="p1").exists()
+
+
+@pytest.mark.parametrize("changes", ADMIN_PROFILE_POSTS.values(), ids=ADMIN_PROFILE_POSTS.keys())
+def test_the_profile_admin_refuses_hostile_fields(admin_client_in, changes):
+    post = {**PROFILE_POST, **changes}
+    response = admin_client_in.post(reverse("admin:runs_agentprofile_add"), post)
+    assert response.status_code == 200
+    assert b"errornote" in response.content or b"errorlist" in response.content
+    assert not AgentProfile.objects.exists()
+
+
+ADMIN_POLICY_POSTS = {
+    "nul name": {"name": "p\x00"},
+    "nul in a rule": {"approval_rules": '[{"tool": "\\u0000"}]'},
+    "nested rules": {"approval_rules": "[" * 5000 + "]" * 5000},
+    "nul redaction pattern": {"redact_patterns": '["\\u0000"]'},
+    "nul comment": {"comment": "why\x00"},
+    "attempts beyond 64 bits": {"max_attempts": str(HUGE)},
+    "unknown recovery mode": {"tool_recovery": "sometimes"},
+}
+
+
+def policy_post(**changes: str) -> dict[str, str]:
+    return {
+        "name": "p1",
+        "approval_rules": "[]",
+        "tool_recovery": "declared",
+        "max_attempts": "3",
+        "lease_seconds": "30",
+        "approval_timeout_seconds": "0",
+        "model_max_retries": "1",
+        "redact_patterns": "[]",
+        "comment": "",
+        "versions-TOTAL_FORMS": "0",
+        "versions-INITIAL_FORMS": "0",
+        **changes,
+    }
+
+
+def test_the_policy_admin_accepts_the_unchanged_post(admin_client_in):
+    response = admin_client_in.post(reverse("admin:runs_hostpolicy_add"), policy_post())
+    assert response.status_code == 302, response.content[-2000:]
+    assert HostPolicy.objects.filter(name="p1").exists()
+
+
+@pytest.mark.parametrize("changes", ADMIN_POLICY_POSTS.values(), ids=ADMIN_POLICY_POSTS.keys())
+def test_the_policy_admin_refuses_hostile_fields(admin_client_in, changes):
+    response = admin_client_in.post(reverse("admin:runs_hostpolicy_add"), policy_post(**changes))
+    assert response.status_code == 200
+    assert b"errorlist" in response.content or b"errornote" in response.content
+    assert not HostPolicy.objects.filter(name="p1").exists()
