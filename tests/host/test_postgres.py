@@ -77,3 +77,8 @@ def test_the_host_database_tests_pass_on_postgresql(postgres_url, tmp_path):
 
 def test_scale_out_under_chaos_on_postgresql(postgres_url, tmp_path):
     pytest_on_postgresql(postgres_url, tmp_path, ["tests/host/test_scale_out.py"], timeout=900)
+
+
+def test_hostile_input_is_refused_on_postgresql(postgres_url, tmp_path):
+    # PostgreSQL refuses NUL bytes that SQLite stores: the hostile input must be refused before it reaches either.
+    pytest_on_postgresql(postgres_url, tmp_path, ["tests/web/test_hostile_input.py", "-m", "not browser"], timeout=1200)

@@ -4,6 +4,7 @@ NUL bytes and out-of-range integers that SQLite would store."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -24,6 +25,7 @@ from tests.web import seed
 pytestmark = pytest.mark.django_db(transaction=True)
 
 HUGE = 2**70
+KEYS = itertools.count()
 MEGABYTE = "x" * 1_000_001
 HOSTILE_TEXT = {
     "nul": "before\x00after",
@@ -167,6 +169,11 @@ def profile() -> AgentProfile:
     return AgentProfile.objects.create(name="hostile", model="demo")
 
 
+def start_post(**fields) -> dict:
+    """A form that starts work, with its one-time submission key."""
+    return {"submission_key": f"key-{next(KEYS)}", **fields}
+
+
 def refused_with_reason(response, field: str) -> None:
     assert response.status_code == 400, response.content[:500]
     assert f'data-field="{field}"'.encode() in response.content
@@ -174,37 +181,39 @@ def refused_with_reason(response, field: str) -> None:
 
 @pytest.mark.parametrize("title", HOSTILE_LINE.values(), ids=HOSTILE_LINE.keys())
 def test_a_new_thread_refuses_a_hostile_title(client_in, profile, title):
-    response = client_in.post(reverse("runs:create_thread"), {"profile": profile.pk, "title": title})
+    response = client_in.post(reverse("runs:create_thread"), start_post(profile=profile.pk, title=title))
     refused_with_reason(response, "title")
     assert not Thread.objects.exists()
 
 
 @pytest.mark.parametrize("text", HOSTILE_TEXT.values(), ids=HOSTILE_TEXT.keys())
 def test_a_new_thread_refuses_a_hostile_first_input(client_in, profile, text):
-    response = client_in.post(reverse("runs:create_thread"), {"profile": profile.pk, "title": "t", "input": text})
+    response = client_in.post(reverse("runs:create_thread"), start_post(profile=profile.pk, title="t", input=text))
     refused_with_reason(response, "input")
     assert not Thread.objects.exists()
 
 
 @pytest.mark.parametrize("value", ["abc", "", "-1", "0", str(HUGE), "1\x00", "1.5", "987654"])
 def test_a_new_thread_refuses_an_unknown_profile(client_in, profile, value):
-    response = client_in.post(reverse("runs:create_thread"), {"profile": value, "title": "t"})
+    response = client_in.post(reverse("runs:create_thread"), start_post(profile=value, title="t"))
     refused_with_reason(response, "profile")
     assert not Thread.objects.exists()
 
 
 def test_a_new_thread_keeps_ordinary_unicode_and_line_breaks(client_in, profile):
     response = client_in.post(
-        reverse("runs:create_thread"), {"profile": profile.pk, "title": "Déploiement ✓ 部署", "input": ""}
+        reverse("runs:create_thread"),
+        start_post(profile=profile.pk, title="Déploiement ✓ 部署", input="line one\n\tline two"),
     )
     assert response.status_code == 302
     assert Thread.objects.get().title == "Déploiement ✓ 部署"
+    assert Execution.objects.get().input == "line one\n\tline two"
 
 
 @pytest.mark.parametrize("text", HOSTILE_TEXT.values(), ids=HOSTILE_TEXT.keys())
 def test_a_new_execution_refuses_hostile_input(client_in, profile, text):
     thread = seed.make_thread()
-    response = client_in.post(reverse("runs:start_execution", args=[thread.pk]), {"input": text})
+    response = client_in.post(reverse("runs:start_execution", args=[thread.pk]), start_post(input=text))
     refused_with_reason(response, "input")
     assert not Execution.objects.exists()
 
@@ -215,7 +224,7 @@ def test_a_fork_refuses_a_hostile_title(client_in, profile, title):
 
     thread = create_thread(profile, title="origin")
     checkpoint = Checkpoint.objects.get(thread=thread)
-    response = client_in.post(reverse("runs:fork_checkpoint", args=[checkpoint.pk]), {"title": title})
+    response = client_in.post(reverse("runs:fork_checkpoint", args=[checkpoint.pk]), start_post(title=title))
     refused_with_reason(response, "title")
     assert Thread.objects.count() == 1
 
@@ -289,7 +298,7 @@ def test_pagination_and_format_parameters_never_fail(client_in):
 )
 def test_pks_beyond_64_bits_in_addresses_are_404(client_in, name, method):
     url = reverse(name, args=[7]).replace("/7/", f"/{HUGE}/")
-    response = getattr(client_in, method)(url, {"input": "x", "title": "x"})
+    response = getattr(client_in, method)(url, start_post(input="x", title="x"))
     assert response.status_code == 404
 
 
