@@ -5,6 +5,6 @@ from . import views
 app_name = "agui"
 
 urlpatterns = [
-    path("executions/<int:pk>/events", views.execution_events, name="execution-events"),
+    path("executions/<pk:pk>/events", views.execution_events, name="execution-events"),
     path("<slug:profile>/", views.run_agent, name="run"),
 ]

@@ -46,7 +46,10 @@ def _sse(events: Any) -> StreamingHttpResponse:
 def _run_input(request: HttpRequest) -> RunAgentInput:
     limit = settings.AGUI_MAX_BODY_BYTES
     too_big = Refused(413, "too_large", f"The request body is larger than {limit} bytes.")
-    if int(request.headers.get("Content-Length") or 0) > limit:
+    declared = request.headers.get("Content-Length") or "0"
+    if not declared.isdigit():
+        raise Refused(400, "invalid_input", "Content-Length must be a whole number of bytes.")
+    if int(declared) > limit:
         raise too_big
     try:
         body = request.body

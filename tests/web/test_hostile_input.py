@@ -403,6 +403,23 @@ def test_a_hostile_next_address_is_never_followed(client_in, suspended, next_url
         assert response["Location"] == reverse("runs:execution", args=[suspended.execution.pk])
 
 
+# --- the AG-UI endpoint -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("length", ["abc", "-1", "1e9", str(HUGE)])
+def test_the_agui_endpoint_refuses_a_hostile_content_length(client_in, length):
+    response = client_in.post("/agui/demo/", b"{}", content_type="application/json", headers={"Content-Length": length})
+    assert response.status_code in (400, 413)
+
+
+@pytest.mark.parametrize("cursor", ["abc", "-1", str(HUGE), "1\x00"])
+def test_the_agui_event_stream_refuses_a_hostile_cursor(client_in, cursor):
+    execution = seed.make_execution()
+    response = client_in.get(f"/agui/executions/{execution.pk}/events", headers={"Last-Event-ID": cursor})
+    assert response.status_code == 400
+    assert client_in.get(f"/agui/executions/{HUGE}/events").status_code == 404
+
+
 # --- login and admin ---------------------------------------------------------------------------------------
 
 
