@@ -61,9 +61,8 @@ def job_id(run_pk: int) -> str:
 
 @dataclass
 class DispatchReport:
-    """The runs whose job was sent to the queue, and those left queued because Redis could not be reached."""
+    """The runs committed inside `reporting()` whose job could not be sent because Redis was unreachable."""
 
-    sent: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
 
     @property
@@ -104,9 +103,8 @@ def enqueue_run(run: Run) -> None:
     run_pk = run.pk
 
     def send() -> None:
-        sent = send_job(run_pk)
-        if report is not None:
-            (report.sent if sent else report.failed).append(run_pk)
+        if not send_job(run_pk) and report is not None:
+            report.failed.append(run_pk)
 
     transaction.on_commit(send)
 
