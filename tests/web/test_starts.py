@@ -18,6 +18,7 @@ from django.test import Client
 from django.utils import timezone
 
 from harness_site.settings import channel_layer_config
+from runs.management.commands import harness_demo
 from runs.models import Checkpoint, Execution, ExecutionStatus, Run, RunStatus, StartSubmission, Thread
 from runs.services import executions, queueing, recovery, starts, toolbox
 from tests.approval_scenarios import TOOLS, suspended_execution
@@ -188,3 +189,11 @@ def test_harness_run_says_when_the_queue_is_unreachable(dead_queue):
     assert NOTICE in err.getvalue()
     execution = Execution.objects.get(input="look up REC-1")
     assert execution.status == ExecutionStatus.QUEUED and executions.Run.objects.get(execution=execution)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_harness_demo_says_when_the_queue_is_unreachable(dead_queue):
+    out, err = StringIO(), StringIO()
+    call_command("harness_demo", stdout=out, stderr=err)
+    assert NOTICE in err.getvalue()
+    assert Execution.objects.filter(status=ExecutionStatus.QUEUED).count() == len(harness_demo.PROMPTS)
