@@ -34,17 +34,20 @@ def assert_wire_valid(event: BaseEvent) -> None:
     assert parsed == event
 
 
-def assert_agui_stream(events: Sequence[BaseEvent], *, complete: bool) -> None:
+def assert_agui_stream(events: Sequence[BaseEvent], *, complete: bool, calls_seen: bool = False) -> None:
     """AG-UI ordering rules over the output of one observer.
 
     Per scope (the root run, or one subagent run): messages and tool calls start before their content and end
     exactly once; reasoning encrypted values belong to an open reasoning message; tool results follow the end
     of their call when the call was seen; subagent events sit between SUBAGENT_STARTED and the subagent's
     finish; nothing follows the root's RUN_FINISHED / RUN_ERROR. With `complete`, everything was closed.
-    Every toolCallId and every messageId is opened once in the whole run, subagents included.
+    Every toolCallId and every messageId is opened once in the whole run, subagents included, and an interrupt
+    names a tool call the run started. With `calls_seen` (every call is in this stream), each tool result names
+    a call of its own scope that already ended and had no result yet.
     """
     open_entities: dict[tuple[str | None, str, str], int] = {}
     opened_ids: set[tuple[str, str]] = set()
+    answered: set[tuple[str | None, str, str]] = set()
     ended: set[tuple[str | None, str, str]] = set()
     subagents_open: set[str] = set()
     subagents_done: set[str] = set()
@@ -60,6 +63,10 @@ def assert_agui_stream(events: Sequence[BaseEvent], *, complete: bool) -> None:
             continue
         if event.type in _RUN_TERMINALS:
             run_over = True
+            outcome = getattr(event, "outcome", None)
+            for interrupt in getattr(outcome, "interrupts", None) or ():
+                call = ("tool", interrupt.tool_call_id)
+                assert call in opened_ids, f"{where}: interrupt {interrupt.id} names {call}, which never started"
             if complete:
                 leftovers = [key for key in open_entities if key[0] is None]
                 assert not leftovers, f"{where}: still open at the end of the run: {leftovers}"
@@ -101,6 +108,10 @@ def assert_agui_stream(events: Sequence[BaseEvent], *, complete: bool) -> None:
         elif event.type == EventType.TOOL_CALL_RESULT:
             key = (scope, "tool", event.tool_call_id)  # type: ignore[attr-defined]
             assert key not in open_entities, f"{where}: result for {key} before its call ended"
+            if calls_seen:
+                assert key in ended, f"{where}: result for {key}, which is not a call of its scope"
+                assert key not in answered, f"{where}: a second result for {key}"
+                answered.add(key)
             unique = ("message", event.message_id)  # type: ignore[attr-defined]
             assert unique not in opened_ids, f"{where}: id {event.message_id!r} was already used in this run"  # type: ignore[attr-defined]
             opened_ids.add(unique)

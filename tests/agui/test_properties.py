@@ -60,7 +60,7 @@ def test_every_split_point_replays_to_the_live_projection(kind: str, data: st.Da
     items = stream.items
     live = live_outputs(observer_type, items)
     everything = [event for output in live for event in output]
-    assert_agui_stream(everything, complete=stream.terminal)
+    assert_agui_stream(everything, complete=stream.terminal, calls_seen=True)
 
     async def check() -> None:
         for split in range(len(items) + 1):
@@ -151,7 +151,7 @@ def test_processor_output_is_replayed_identically(kind: str, data: st.DataObject
     items = stream.items
     processor = _redacting
     live = live_outputs(observer_type, items, processor=processor)
-    assert_agui_stream([event for output in live for event in output], complete=stream.terminal)
+    assert_agui_stream([event for output in live for event in output], complete=stream.terminal, calls_seen=True)
     split = data.draw(st.integers(0, len(items)))
 
     async def check() -> None:
