@@ -56,6 +56,11 @@ class PendingRow:
         return json.dumps(self.args, indent=2, ensure_ascii=False)
 
     @property
+    def masked(self) -> bool:
+        """Whether the policy hides part of the arguments from the approver."""
+        return self.args != self.request.args
+
+    @property
     def is_approval(self) -> bool:
         return self.request.kind == DeferredKind.APPROVAL
 

@@ -186,6 +186,7 @@ def test_the_approval_form_shows_masked_arguments_and_an_edit_keeps_what_was_lef
     )
 
     assert "s3cret" not in form and f"acme password={REDACTED}" in form
+    assert "The policy hides the values shown as [redacted]" in form
     assert posted.status_code == 200, posted.content
     decision = Decision.objects.get(request__tool_call_id="call-pay")
     assert decision.approved_args == {"amount": 10, "to": "acme password=s3cret"}
