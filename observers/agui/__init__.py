@@ -6,6 +6,7 @@ runs; both rebuild atomically from source history with `resume()`.
 
 from __future__ import annotations
 
+from .envelopes import AUTHORED_INPUT_EVENT_NAMES
 from .errors import AguiObservationError
 from .fragments import FRAGMENT_EVENT_NAME, CustomEventAssembler, fragment_custom_event
 from .observer import HarnessAguiObserver
@@ -14,6 +15,7 @@ from .stream_observer import HarnessAguiStreamObserver
 from .tool_results import tool_result_content
 
 __all__ = (
+    "AUTHORED_INPUT_EVENT_NAMES",
     "FRAGMENT_EVENT_NAME",
     "MUTABLE_FIELDS",
     "AguiEventProcessor",

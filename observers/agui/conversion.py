@@ -49,9 +49,18 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 
+from runs.harness import InputTextEvent
 from runs.harness.events import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent
 
-from .envelopes import HARNESS_PREFIX, PYDANTIC_AI_PREFIX, envelope, extension_json, native_json, timestamp_ms
+from .envelopes import (
+    HARNESS_PREFIX,
+    INPUT_PREFIX,
+    PYDANTIC_AI_PREFIX,
+    envelope,
+    extension_json,
+    native_json,
+    timestamp_ms,
+)
 from .errors import AguiObservationError
 from .ids import IdClaims, IdLedger, scoped_id
 from .terminal import terminal_event
@@ -435,6 +444,20 @@ def _deferred_tool_results(conversion: RunConversion, event: DeferredToolResults
     )
 
 
+def _input_text(conversion: RunConversion, event: InputTextEvent) -> None:
+    item = conversion.item
+    conversion.emit_custom(
+        f"{INPUT_PREFIX}{event.source}",
+        {
+            "input_id": event.input_id,
+            "source": event.source,
+            "content": event.content,
+            "message_id": f"{item.run_id}:input:{item.sequence}",
+            "role": event.role,
+        },
+    )
+
+
 def _capability_event(conversion: RunConversion, event: CapabilityEvent) -> None:
     conversion.emit_custom(event.kind or PYDANTIC_AI_PREFIX + event.event_kind, native_json(event))
 
@@ -475,6 +498,7 @@ _HANDLERS: dict[type[Any], Callable[[RunConversion, Any], None]] = {
     OutputToolResultEvent: _tool_result,
     EnqueuedMessagesEvent: _enqueued_messages,
     DeferredToolResultsEvent: _deferred_tool_results,
+    InputTextEvent: _input_text,
     CapabilityEvent: _capability_event,
     HarnessExtensionEvent: _extension,
 }

@@ -17,7 +17,9 @@ from pydantic import TypeAdapter
 from runs.harness.events import HarnessExtensionEvent
 
 __all__ = (
+    "AUTHORED_INPUT_EVENT_NAMES",
     "HARNESS_PREFIX",
+    "INPUT_PREFIX",
     "PYDANTIC_AI_PREFIX",
     "envelope",
     "extension_json",
@@ -26,6 +28,10 @@ __all__ = (
 )
 
 HARNESS_PREFIX = "a13n.harness."
+# Input that entered a run, one name per source: `a13n.input.user`, `a13n.input.steering`, ...
+INPUT_PREFIX = "a13n.input."
+# Inputs a person wrote, as opposed to material a harness or tool supplied.
+AUTHORED_INPUT_EVENT_NAMES = frozenset({"a13n.input.user", "a13n.input.steering"})
 PYDANTIC_AI_PREFIX = "a13n.pydantic_ai."
 
 _ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}

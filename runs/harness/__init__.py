@@ -19,6 +19,7 @@ from .events import (
     HarnessStreamEvent,
     InlineDelegationPayload,
 )
+from .inputs import InputSource, InputTextEvent
 from .interrupted import INTERRUPTED_TOOL_RESULT
 from .recovery import ToolRecoveryMode
 from .result import HarnessRunResult, RunUsageSummary, SafeFailure
@@ -49,6 +50,8 @@ __all__ = (
     "HarnessState",
     "HarnessStreamEvent",
     "InlineDelegationPayload",
+    "InputSource",
+    "InputTextEvent",
     "RunBindings",
     "RunCleanupError",
     "RunError",

@@ -18,6 +18,7 @@ from pydantic_ai import (
     Agent,
     AgentRunError,
     CancellationToken,
+    EnqueuedMessagesEvent,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -42,6 +43,7 @@ from .deferred import (
 )
 from .errors import RetryHint, RunCleanupError, RunError, StateError
 from .events import HarnessEvent, HarnessRunResultEvent, lifecycle_event, run_started_event, utc_now
+from .inputs import InputSource, InputTextEvent, prompt_text, steering_inputs
 from .interrupted import InterruptedResponseTracker, normalize_interrupted_history
 from .model_errors import describe_model_error
 from .recovery import TOOL_RECOVERY_MODES, ToolRecoveryCapability, ToolRecoveryMode, prepare_tool_recovery
@@ -126,6 +128,7 @@ class HarnessRunStream(Generic[OutputT]):
         self._in_next = False
         self._finished = False
         self._sequence = -1
+        self._inputs = 0
         self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=QUEUE_CAPACITY)
         self._producer: asyncio.Task[None] | None = None
         self._agent_run: AgentRun[AgentContext, Any] | None = None
@@ -274,6 +277,10 @@ class HarnessRunStream(Generic[OutputT]):
     async def _drive(self) -> HarnessRunResult[OutputT]:
         if self._token.cancelled:
             return await self._cancelled(self._latest_messages)
+        # After what the code that entered the stream emitted first (an inline child's delegation bracket).
+        prompt = prompt_text(self._input)
+        if prompt is not None:
+            await self._publish(self._input_event("user", prompt))
         agent = self._executable.agent
         try:
             async with agent.iter(
@@ -341,7 +348,7 @@ class HarnessRunStream(Generic[OutputT]):
                     async with node.stream(agent_run.ctx) as events:
                         async for event in events:
                             self._tracker.observe(event, boundary=len(agent_run.all_messages()))
-                            await self._publish(event)
+                            await self._publish_native(event)
                 except Exception:
                     await self._publish(lifecycle_event("model_request_failed", **request))
                     raise
@@ -350,7 +357,7 @@ class HarnessRunStream(Generic[OutputT]):
             elif Agent.is_call_tools_node(node):
                 async with node.stream(agent_run.ctx) as events:
                     async for event in events:
-                        await self._publish(event)
+                        await self._publish_native(event)
 
     async def _cancelled(self, messages: Sequence[ModelMessage]) -> HarnessRunResult[OutputT]:
         candidate = self._candidate_messages(messages)
@@ -407,6 +414,16 @@ class HarnessRunStream(Generic[OutputT]):
         )
 
     # -- queue ------------------------------------------------------------------------------------------
+
+    async def _publish_native(self, event: Any) -> None:
+        await self._publish(event)
+        if isinstance(event, EnqueuedMessagesEvent):
+            for text in steering_inputs(event):
+                await self._publish(self._input_event("steering", text))
+
+    def _input_event(self, source: InputSource, content: str) -> InputTextEvent:
+        self._inputs += 1
+        return InputTextEvent(input_id=f"input-{self._inputs - 1}", source=source, content=content)
 
     async def _publish(self, event: Any) -> None:
         if self._phase == "closing":

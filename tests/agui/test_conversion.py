@@ -50,11 +50,13 @@ from pydantic_ai.messages import CustomEvent as NativeCustomEvent
 from pydantic_ai.messages import DeferredToolResultsEvent, EnqueuedMessagesEvent, FinalResultEvent
 
 from observers.agui import (
+    AUTHORED_INPUT_EVENT_NAMES,
     FRAGMENT_EVENT_NAME,
     AguiObservationError,
     CustomEventAssembler,
     HarnessAguiObserver,
 )
+from runs.harness import InputTextEvent
 from runs.harness.events import HarnessExtensionEvent
 
 from .agui_rules import assert_agui_stream
@@ -361,6 +363,24 @@ def test_extension_events_are_customs(run: SourceRun, observer: HarnessAguiObser
             "payload": {"type": "tool_extra", "name": "filesystem.changed"},
         },
     }
+
+
+@pytest.mark.parametrize(("source", "role"), [("user", "user"), ("steering", "user"), ("context", "system")])
+def test_input_events_are_customs_named_by_their_source(
+    run: SourceRun, observer: HarnessAguiObserver, source: str, role: str
+) -> None:
+    """T102."""
+    item = run.item(InputTextEvent(input_id="input-0", source=source, content="look up REC-7"))
+    (event,) = observer.observe(item)
+    assert isinstance(event, CustomEvent) and event.name == f"a13n.input.{source}"
+    assert event.value["event"] == {
+        "input_id": "input-0",
+        "source": source,
+        "content": "look up REC-7",
+        "message_id": f"run-1:input:{item.sequence}",
+        "role": role,
+    }
+    assert (event.name in AUTHORED_INPUT_EVENT_NAMES) == (role == "user")
 
 
 def test_native_events_without_a_standard_form(run: SourceRun, observer: HarnessAguiObserver) -> None:

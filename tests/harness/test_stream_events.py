@@ -15,6 +15,7 @@ from runs.harness import (
     HarnessExtensionEvent,
     HarnessRunResultEvent,
     HarnessState,
+    InputTextEvent,
     RunError,
 )
 from runs.harness.events import run_started_event
@@ -150,6 +151,7 @@ async def test_a_stream_has_a_single_consumer():
     async with stream:
         items = aiter(stream)
         assert (await anext(items)).sequence == 0
+        assert (await anext(items)).event == InputTextEvent(input_id="input-0", source="user", content="go")
         assert (await anext(items)).event.payload_type == "model_request_started"
         pending = asyncio.create_task(anext(items))
         await asyncio.sleep(0)
@@ -157,7 +159,33 @@ async def test_a_stream_has_a_single_consumer():
             await anext(items)
         assert error.value.code == "run_stream_concurrent_next"
         release.set()
-        assert (await pending).sequence == 2
+        assert (await pending).sequence == 3
         while not isinstance(await anext(items), HarnessRunResultEvent):
             pass
     assert stream.result.output == "done"
+
+
+async def test_each_run_reports_its_prompt_and_the_steering_input_delivered_into_it():
+    """T102: the run's own prompt, then content a tool enqueued while the run went on."""
+
+    async def note(ctx: RunContext[AgentContext]) -> str:
+        ctx.enqueue("Also check REC-9, please.")
+        return "noted"
+
+    def script(messages, info):
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("note", {}, tool_call_id="n1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    stream = AgentDefinition(model=scripted_model(script), tools=[note]).build().stream("look up REC-7")
+    async with stream:
+        inputs = [item.event async for item in stream if isinstance(getattr(item, "event", None), InputTextEvent)]
+
+    assert inputs == [
+        InputTextEvent(input_id="input-0", source="user", content="look up REC-7"),
+        InputTextEvent(input_id="input-1", source="steering", content="Also check REC-9, please."),
+    ]
+    assert stream.result.status == "completed"
+    resumed = AgentDefinition(model=scripted_model(script)).build().stream(previous_state=stream.result.state)
+    async with resumed:
+        assert not [item async for item in resumed if isinstance(getattr(item, "event", None), InputTextEvent)]
