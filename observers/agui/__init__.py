@@ -6,6 +6,7 @@ runs; both rebuild atomically from source history with `resume()`.
 
 from __future__ import annotations
 
+from .continuation import ObserverContinuation
 from .envelopes import AUTHORED_INPUT_EVENT_NAMES
 from .errors import AguiObservationError
 from .fragments import FRAGMENT_EVENT_NAME, CustomEventAssembler, fragment_custom_event
@@ -23,6 +24,7 @@ __all__ = (
     "CustomEventAssembler",
     "HarnessAguiObserver",
     "HarnessAguiStreamObserver",
+    "ObserverContinuation",
     "fragment_custom_event",
     "tool_result_content",
 )

@@ -39,6 +39,17 @@ class IdLedger:
     def claims(self) -> IdClaims:
         return IdClaims(self)
 
+    def snapshot(self) -> tuple[list[str], dict[str, int]]:
+        """The used ids (sorted) and the last repeat suffix per candidate, for an observer continuation."""
+        return sorted(self._used), dict(self._repeats)
+
+    @classmethod
+    def from_snapshot(cls, used: list[str], repeats: dict[str, int]) -> IdLedger:
+        ledger = cls()
+        ledger._used = set(used)
+        ledger._repeats = dict(repeats)
+        return ledger
+
     def __contains__(self, agui_id: object) -> bool:
         return agui_id in self._used
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterable
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterable, Mapping
+from typing import Any, Literal, Self
 
 from ag_ui.core import BaseEvent, CustomEvent
+from pydantic import ValidationError
 
 from runs.harness.events import HarnessEvent, HarnessRunResultEvent
 
+from .continuation import ConversionSnapshot, ObserverContinuation, RunSnapshot
 from .conversion import RunConversion, RunConversionState, SourceItem
 from .copies import detached
 from .errors import AguiObservationError
@@ -28,6 +30,9 @@ class HarnessAguiObserver:
     State-changing calls must be serialised by the caller; `observe()` is synchronous and `resume()` closes a
     gate for its whole duration, so within one event loop they cannot interleave unnoticed.
     """
+
+    # Which observer an exported continuation may restore.
+    _continuation_kind: Literal["run", "stream"] = "run"
 
     def __init__(self, *, processor: AguiEventProcessor | None = None, retain_events: bool = True) -> None:
         self._processor = processor
@@ -94,6 +99,52 @@ class HarnessAguiObserver:
         finally:
             self._resuming = False
 
+    def export(self) -> ObserverContinuation:
+        """The conversion cursors and used ids, without events, for `restore()` (spec 4.10)."""
+        if self._resuming:
+            raise AguiObservationError("export() is not allowed while resume() is rebuilding this observer")
+        if self._thread_id is None or self._run_id is None:
+            raise AguiObservationError("export() needs an observer that has observed its run")
+        used, repeats = self._ids.snapshot()
+        runs, threads = self._exported_runs()
+        return ObserverContinuation(
+            observer=self._continuation_kind,
+            thread_id=self._thread_id,
+            run_id=self._run_id,
+            state=ConversionSnapshot(runs=runs, threads=threads, used_ids=used, id_repeats=repeats),
+        )
+
+    @classmethod
+    def restore(
+        cls,
+        continuation: ObserverContinuation | Mapping[str, Any] | str | bytes,
+        *,
+        processor: AguiEventProcessor | None = None,
+    ) -> Self:
+        """An observer that continues the exported conversion: it keeps no events and refuses `resume()`.
+
+        A continuation that does not validate, or was exported by the other kind of observer, is refused with
+        `AguiObservationError` and nothing is built.
+        """
+        try:
+            if isinstance(continuation, str | bytes):
+                continuation = ObserverContinuation.model_validate_json(continuation)
+            else:
+                continuation = ObserverContinuation.model_validate(continuation)
+        except ValidationError as exc:
+            raise AguiObservationError(f"not an observer continuation: {exc}") from exc
+        observer = cls(processor=processor, retain_events=False)
+        if continuation.observer != observer._continuation_kind:
+            raise AguiObservationError(
+                f"a {continuation.observer} observer's continuation cannot restore a "
+                f"{observer._continuation_kind} observer"
+            )
+        snapshot = continuation.state
+        observer._state = observer._restored_state(continuation.run_id, continuation.thread_id, snapshot)
+        observer._ids = IdLedger.from_snapshot(snapshot.used_ids, snapshot.id_repeats)
+        observer._thread_id, observer._run_id = continuation.thread_id, continuation.run_id
+        return observer
+
     def snapshot(self, *, start: int = 0, stop: int | None = None) -> tuple[BaseEvent, ...]:
         """Copies of the accumulated events in `[start, stop)`: historical ones first, then live ones."""
         if not self._retain_events:
@@ -129,6 +180,15 @@ class HarnessAguiObserver:
 
     def _initial_state(self) -> Any:
         return RunConversionState()
+
+    def _exported_runs(self) -> tuple[dict[str, RunSnapshot], dict[str, str]]:
+        assert self._run_id is not None
+        return {self._run_id: RunSnapshot.of(self._state)}, {}
+
+    def _restored_state(self, run_id: str, thread_id: str, snapshot: ConversionSnapshot) -> Any:
+        if set(snapshot.runs) != {run_id} or snapshot.threads:
+            raise AguiObservationError("a run observer's continuation holds exactly the cursors of its own run")
+        return snapshot.runs[run_id].state()
 
     def _check_correlation(self, item: SourceItem) -> None:
         if self._thread_id is not None and item.thread_id != self._thread_id:

@@ -20,6 +20,7 @@ from ag_ui.core import (
 
 from runs.harness.events import HarnessEvent, HarnessExtensionEvent, InlineDelegationPayload
 
+from .continuation import ConversionSnapshot, RunSnapshot
 from .conversion import RunConversion, RunConversionState, SourceItem
 from .errors import AguiObservationError
 from .ids import IdClaims
@@ -50,9 +51,22 @@ class HarnessAguiStreamObserver(HarnessAguiObserver):
     """
 
     _state: StreamConversionState
+    _continuation_kind = "stream"
 
     def _initial_state(self) -> Any:
         return StreamConversionState()
+
+    def _exported_runs(self) -> tuple[dict[str, RunSnapshot], dict[str, str]]:
+        runs = {run_id: RunSnapshot.of(state) for run_id, state in self._state.runs.items()}
+        return runs, dict(self._state.threads)
+
+    def _restored_state(self, run_id: str, thread_id: str, snapshot: ConversionSnapshot) -> Any:
+        if snapshot.threads.get(run_id) != thread_id or not set(snapshot.runs) <= set(snapshot.threads):
+            raise AguiObservationError("a stream observer's continuation names the thread of every run it holds")
+        return StreamConversionState(
+            runs=MappingProxyType({child: state.state() for child, state in snapshot.runs.items()}),
+            threads=MappingProxyType(dict(snapshot.threads)),
+        )
 
     def _check_correlation(self, item: SourceItem) -> None:
         known = self._state.threads.get(item.run_id)
