@@ -6,6 +6,7 @@ SQLite, a local Redis on port 6390 and the offline demo model need no configurat
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -51,6 +52,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_rq",
+    "axes",
     "runs",
     "observers",
     "agui_api",
@@ -65,6 +67,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a lockout raised during authentication into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "harness_site.urls"
@@ -111,6 +115,19 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+
+AUTHENTICATION_BACKENDS = [
+    # django-axes counts failed logins and refuses a locked-out username from the same address.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("HARNESS_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("HARNESS_LOGIN_LOCKOUT_MINUTES", "15")))
+# Per username and address: an attacker cannot lock an operator out from elsewhere, nor try many names at once
+# without each one counting.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:threads"

@@ -6,6 +6,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.sessions.models import Session
+from django.http import HttpRequest
 from django.test import Client
 from playwright.sync_api import expect
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def logged_in(redis_settings, django_user_model):
     django_user_model.objects.create_user("sessions", password="pw-sessions-1")
     client = Client()
-    assert client.login(username="sessions", password="pw-sessions-1")
+    assert client.login(request=HttpRequest(), username="sessions", password="pw-sessions-1")
     return client
 
 
@@ -55,7 +56,7 @@ async def test_logging_out_closes_the_sessions_sockets(logged_in):
 
 async def test_logging_out_leaves_other_sessions_sockets_open(logged_in):
     other = Client()
-    await sync_to_async(other.login)(username="sessions", password="pw-sessions-1")
+    await sync_to_async(other.login)(request=HttpRequest(), username="sessions", password="pw-sessions-1")
     staying = await open_socket(other, "/ws/threads/")
 
     await sync_to_async(logged_in.logout)()
