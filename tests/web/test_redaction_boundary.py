@@ -4,7 +4,7 @@ A real worker runs the demo agent on a prompt carrying `password: <secret>`; the
 and `query` and makes `search_records` wait for approval. So the secret travels in tool arguments (under
 `query`), in the interrupt of the suspended run, in the tool result, and in the final answer, which the model
 streams in 8-character deltas that split the key from its value. Every page, raw event view, admin page,
-export and websocket frame of the execution is then fetched from daphne and searched.
+export, AG-UI event stream and websocket frame of the execution is then fetched from daphne and searched.
 """
 
 from __future__ import annotations
@@ -108,6 +108,8 @@ def pages_of(execution: Execution) -> list[str]:
         *(f"/executions/{execution.pk}/events/{position}/" for position in positions),
         *(f"/executions/{execution.pk}/events/{position}/?format=json" for position in positions),
         "/approvals/",
+        "/approvals/rows/",
+        f"/agui/executions/{execution.pk}/events",
         "/approvals/audit/",
         "/approvals/audit/decisions.csv",
         "/admin/runs/decision/",
@@ -169,5 +171,6 @@ def test_a_planted_secret_appears_nowhere_but_in_the_journal(live_stack, superus
     assert any(SECRET in entry.payload for entry in JournalEntry.objects.filter(run__execution=execution))
     assert ToolDispatch.objects.get(tool_name="search_records").args == {"query": PROMPT}
     assert Decision.objects.get(request=request).approved_args == {"query": PROMPT}
+    assert "RUN_FINISHED" in after[pages_of(execution).index(f"/agui/executions/{execution.pk}/events")]
     final_text = max(streamed_texts(frames), key=len)
     assert f"password: {REDACTED}" in final_text, "the answer quoting the secret streamed in and was masked"
