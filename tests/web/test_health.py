@@ -1,5 +1,8 @@
 """The health endpoint and the worker badge tell operators whether runs can execute at all."""
 
+import json
+import urllib.error
+import urllib.request
 from datetime import timedelta
 
 import pytest
@@ -8,6 +11,7 @@ from django.utils import timezone
 from rq import Queue
 
 from runs.services import sweeper_passes
+from tests.outage_stack import Outage, use_short_leases
 from tests.services import free_port, wait_until
 
 
@@ -99,3 +103,29 @@ def test_the_approvals_link_counts_waiting_requests(client, operator_user):
 
     DeferredRequest.objects.filter(tool_call_id="c1").update(status=DeferredStatus.DECIDED)
     assert '<span class="count" title="waiting for an answer">1</span>' in client.get("/").content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_health_tells_the_truth_through_a_redis_restart(settings):
+    use_short_leases()
+    stack = Outage(settings, workers=1).start()
+
+    def health() -> tuple[int, dict]:
+        try:
+            with urllib.request.urlopen(f"{stack.daphne.base_url}/health/", timeout=10) as response:
+                return response.status, json.load(response)
+        except urllib.error.HTTPError as error:
+            return error.code, json.load(error)
+
+    try:
+        wait_until(lambda: health()[0] == 200, timeout=60, what="a healthy stack")
+        stack.redis.kill()
+        status, body = health()
+        assert (status, body["redis"]["status"], body["workers"]["status"]) == (503, "down", "unknown")
+        stack.redis.start()
+        # The restarted Redis is empty: the worker registers again and the sweeper notes its next pass.
+        wait_until(lambda: health()[0] == 200, timeout=60, what="/health/ at 200 again after the restart")
+        body = health()[1]
+        assert (body["workers"]["count"], body["sweeper"]["status"], body["queue"]["status"]) == (1, "ok", "ok")
+    finally:
+        stack.stop()
