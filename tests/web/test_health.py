@@ -78,7 +78,8 @@ def test_the_approvals_link_counts_waiting_requests(client, operator_user):
     from tests.web.seed import make_execution, make_run
 
     client.force_login(operator_user)
-    assert 'class="count"' not in client.get("/").content.decode()
+    # The badge is always in the page (the approvals socket updates it) and hidden while nothing waits.
+    assert "data-approvals-count hidden>0</span>" in client.get("/").content.decode()
 
     execution = make_execution(status="waiting")
     run = make_run(execution, status="suspended")
@@ -90,6 +91,9 @@ def test_the_approvals_link_counts_waiting_requests(client, operator_user):
         state_json=state_json,
         digest=digest_of("", state_json, "", None),
     )
+    # Only the set of the checkpoint the thread has selected can be answered, so only it is counted.
+    execution.thread.selected_checkpoint = checkpoint
+    execution.thread.save(update_fields=["selected_checkpoint"])
     for call_id in ("c1", "c2"):
         DeferredRequest.objects.create(
             execution=execution,
@@ -99,10 +103,10 @@ def test_the_approvals_link_counts_waiting_requests(client, operator_user):
             tool_name="deploy",
             kind="approval",
         )
-    assert '<span class="count" title="waiting for an answer">2</span>' in client.get("/").content.decode()
+    assert "data-approvals-count>2</span>" in client.get("/").content.decode()
 
     DeferredRequest.objects.filter(tool_call_id="c1").update(status=DeferredStatus.DECIDED)
-    assert '<span class="count" title="waiting for an answer">1</span>' in client.get("/").content.decode()
+    assert "data-approvals-count>1</span>" in client.get("/").content.decode()
 
 
 @pytest.mark.django_db(transaction=True)
