@@ -11,9 +11,11 @@ from pathlib import Path
 
 import dj_database_url
 
+from harness_site.private_files import create_private, ensure_private_file
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("HARNESS_VAR_DIR", BASE_DIR / "var"))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+VAR_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
 def _env_flag(name: str, default: bool = False) -> bool:
@@ -29,8 +31,7 @@ def _secret_key() -> str:
         return key
     key_file = VAR_DIR / "secret_key"
     if not key_file.exists():
-        key_file.write_text(secrets.token_urlsafe(50))
-        key_file.chmod(0o600)
+        create_private(key_file, secrets.token_urlsafe(50).encode())
     return key_file.read_text().strip()
 
 
@@ -99,6 +100,10 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # It holds password hashes, sessions and the unredacted journal: owner-only from its first byte (SQLite gives
+    # its -wal and -shm files the database file's mode).
+    if DATABASES["default"]["NAME"] not in ("", ":memory:"):
+        ensure_private_file(Path(DATABASES["default"]["NAME"]))
     # Several processes (web, worker, sweeper) share the file: wait for locks instead of failing,
     # and use WAL so readers never block the worker's journal writes.
     DATABASES["default"]["OPTIONS"] = {

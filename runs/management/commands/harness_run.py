@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from runs.models import AgentProfile, Execution, ExecutionStatus, TimelineEvent
 from runs.services import executions, queueing
 from runs.services.agents import DEMO_PROFILE, ensure_demo_profile
+from runs.terminal_text import printable
 
 _ENDED = (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED, ExecutionStatus.WAITING)
 
@@ -46,7 +47,7 @@ class Command(BaseCommand):
         while time.monotonic() < deadline:
             for event in TimelineEvent.objects.filter(execution=execution, position__gt=after).select_related("run"):
                 after = event.position
-                line = describe(event.event)
+                line = printable(describe(event.event) or "")
                 if line:
                     prefix = f"[run {event.run.number}] " if at_line_start else ""
                     self.stdout.write(f"{prefix}{line}", ending="")
@@ -64,7 +65,7 @@ class Command(BaseCommand):
         if status == ExecutionStatus.WAITING:
             self.stdout.write("waiting for an operator: answer it on the execution page in the dashboard")
         elif status == ExecutionStatus.FAILED:
-            self.stdout.write(f"failed: {execution.failure_code}: {execution.failure_message}")
+            self.stdout.write(printable(f"failed: {execution.failure_code}: {execution.failure_message}"))
 
 
 def describe(event: dict[str, Any]) -> str | None:
