@@ -21,7 +21,8 @@ from pydantic_ai import (
     UserPromptPart,
 )
 from pydantic_ai import DeferredToolResults as NativeResults
-from pydantic_ai.capabilities import HandleDeferredToolCalls
+from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
+from pydantic_ai.exceptions import SkipToolExecution
 from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 
 from runs.harness import DeferredToolCall, DeferredToolRequests, DeferredToolResume
@@ -453,3 +454,32 @@ async def test_a_host_built_request_needs_no_identity_of_the_tool():
     )
 
     assert result.status == "completed" and spy.runs == [("delete", {"x": 6})]
+
+
+class ForbidDeletes(AbstractCapability[Any]):
+    """The policy in force now: deletes are refused, whoever approved them."""
+
+    async def before_tool_execute(self, ctx, *, call, tool_def, args):
+        if call.tool_name == "delete":
+            raise SkipToolExecution(ToolDenied("refused by the current policy"))
+        return args
+
+
+async def test_an_approval_does_not_bypass_the_policy_in_force_at_resume():
+    """T68 (S70, S61): a call approved under the old definition is refused by the policy of the resuming run."""
+    spy = Spy()
+    agent, model = approval_agent(spy)
+    first = await agent.run("go")
+    approved = DeferredToolResume(first.deferred, first.deferred.build_results(approve_all=True))
+    current = AgentDefinition(
+        model=model.model(),
+        tools=[Tool(spy.tool("delete"), requires_approval=True)],
+        capabilities=[ForbidDeletes()],
+    ).build()
+
+    second = await current.run(previous_state=first.state, deferred_resume=approved)
+
+    assert spy.runs == []
+    assert second.status == "completed" and second.output == "d1:denied:refused by the current policy"
+    (refused,) = returns_by_id(second.state.message_history)["d1"]
+    assert (refused.outcome, refused.content) == ("denied", "refused by the current policy")

@@ -117,6 +117,34 @@ async def test_continued_thread_runs_under_the_current_system_prompt():
     assert exported == ["new rules"]
 
 
+async def test_a_provider_suspended_response_keeps_its_system_prompt():
+    """T51 / S63: a history ending in a provider-suspended response is handed on as it is, old prompt included."""
+    recorder = Recorder()
+    history = [
+        ModelRequest(parts=[SystemPromptPart("old rules"), *ModelRequest.user_text_prompt("hi").parts]),
+        ModelResponse(parts=[TextPart("still working")], state="suspended"),
+    ]
+    suspended = HarnessState.new(thread_id="thr_suspended1", message_history=history)
+    executable = AgentDefinition(model=recorder.model, system_prompt="new rules").build()
+
+    for mode in ("declared", "never", "always"):
+        await executable.run(previous_state=suspended, tool_recovery=mode)
+        assert recorder.requests[-1] == history
+
+
+async def test_the_thread_id_is_the_conversation_id_of_every_message():
+    """S40: pydantic-ai correlates the history (and model-session affinity) by the thread id."""
+    recorder = Recorder()
+    executable = AgentDefinition(model=recorder.model).build()
+    first = await executable.run("one", previous_state=HarnessState.new(thread_id="thr_affinity1"))
+    branch = await executable.run("two", previous_state=first.state.fork(thread_id="thr_affinity2"))
+
+    assert {m.conversation_id for m in recorder.requests[0]} == {"thr_affinity1"}
+    assert {m.conversation_id for m in first.state.message_history} == {"thr_affinity1"}
+    assert recorder.requests[1][-1].conversation_id == "thr_affinity2"
+    assert {m.conversation_id for m in branch.new_messages()} == {"thr_affinity2"}
+
+
 async def test_forked_state_continues_as_the_branch():
     """T17: a run on a fork reports the branch id; the source thread is unaffected."""
     executable = AgentDefinition(model=Recorder().model).build()

@@ -16,13 +16,7 @@ from runs.harness.state import HarnessState
 from runs.models import Checkpoint, CheckpointKind, ExecutionStatus, Run, RunReason, Thread
 from runs.services import checkpoints, forks, recovery, runner
 from tests.host import builders
-from tests.host.test_execution import (
-    Crash,
-    assert_contiguous,
-    crash_at_model_request,
-    expire_leases,
-    start,
-)
+from tests.host.test_execution import assert_contiguous, dead_after_the_slow_step, start
 
 pytestmark = pytest.mark.django_db
 
@@ -208,12 +202,7 @@ def test_a_demo_run_writes_deltas_and_a_fork_continues_from_one(demo_thread):
 
 def test_a_crashed_run_is_recovered_from_a_delta_checkpoint(demo_thread, monkeypatch, settings):
     settings.HARNESS_RECOVERY_BACKOFF_SECONDS = 0
-    dead = start(demo_thread, "look up the record, then a slow 0.1 step")
-    crash_at_model_request(monkeypatch, 3)
-    with pytest.raises(Crash):
-        runner.execute_run(dead.pk)
-    monkeypatch.undo()
-    expire_leases()
+    dead = dead_after_the_slow_step(demo_thread, monkeypatch)
     assert recovery.sweep().recovered == 1
     successor = Run.objects.get(previous_run=dead)
     assert successor.reason == RunReason.RECOVERY and successor.start_checkpoint.is_delta

@@ -133,6 +133,18 @@ def expire_leases() -> None:
     Run.objects.exclude(lease_token=None).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
 
 
+def dead_after_the_slow_step(thread: Thread, monkeypatch) -> Run:
+    """A run whose worker died after the slow step returned, its lease already expired."""
+    dead = start(thread, "look up the record, then a slow 0.1 step")
+    crash_at_model_request(monkeypatch, 3)
+    with pytest.raises(Crash):
+        runner.execute_run(dead.pk)
+    monkeypatch.undo()
+    expire_leases()
+    dead.refresh_from_db()
+    return dead
+
+
 @pytest.mark.parametrize(("mode", "slow_runs"), [("declared", 1), ("always", 2)])
 def test_a_crashed_run_is_recovered_by_a_new_run_from_the_last_checkpoint(demo_thread, monkeypatch, mode, slow_runs):
     builders.configure_policy(tool_recovery=mode)
@@ -171,6 +183,33 @@ def test_a_crashed_run_is_recovered_by_a_new_run_from_the_last_checkpoint(demo_t
     returns = [p for m in final.message_history for p in m.parts if isinstance(p, ToolReturnPart)]
     slow_return = next(p for p in returns if p.tool_name == "slow_step")
     assert is_unknown_result(slow_return) is (mode == "declared")
+
+
+def test_rebuilding_a_dead_runs_projection_rebuilds_no_execution(demo_thread, monkeypatch):
+    """S21: closing the lane replays the journal into a fresh observer; it runs nothing and writes no state.
+
+    Execution (a new run from the checkpoint, with a new run id and lease) is the recovery step's alone.
+    """
+    dead = dead_after_the_slow_step(demo_thread, monkeypatch)
+    assert recovery.abandon(dead, now=timezone.now())
+    demo_thread.refresh_from_db()
+    selected = demo_thread.selected_checkpoint_id
+    counts = (Run.objects.count(), Checkpoint.objects.count(), ToolDispatch.objects.count(), dead.journal.count())
+
+    assert recovery.close_projection(dead)
+
+    assert (
+        Run.objects.count(),
+        Checkpoint.objects.count(),
+        ToolDispatch.objects.count(),
+        dead.journal.count(),
+    ) == counts
+    dead.refresh_from_db()
+    assert (dead.status, dead.lease_token) == (RunStatus.ABANDONED, None)
+    demo_thread.refresh_from_db()
+    assert demo_thread.selected_checkpoint_id == selected
+    assert TimelineEvent.objects.filter(run=dead).order_by("position").last().event_type == "RUN_ERROR"
+    assert dead.execution.status == ExecutionStatus.RECOVERING
 
 
 def test_recovery_gives_up_after_the_policys_attempts(demo_thread, monkeypatch):
@@ -235,6 +274,31 @@ def test_a_tampered_checkpoint_is_refused_and_nothing_is_written(demo_thread):
     assert not run.journal.exists() and not TimelineEvent.objects.exists()
     demo_thread.refresh_from_db()
     assert demo_thread.selected_checkpoint_id == selected.pk
+
+
+def test_a_failed_runs_candidate_is_stored_but_not_selected(demo_thread):
+    """S81: the failure candidate is kept for an operator to judge; the Thread continues from its last good state."""
+    good = start(demo_thread, "Please look up REC-42")
+    assert runner.execute_run(good.pk) == "completed"
+    demo_thread.refresh_from_db()
+    selected = demo_thread.selected_checkpoint
+
+    failed = start(demo_thread, "fail please")
+    assert runner.execute_run(failed.pk) == "failed"
+    failed.refresh_from_db()
+    assert (failed.status, failed.failure_code) == (RunStatus.FAILED, "model_http_error")
+    candidate = Checkpoint.objects.get(run=failed, kind=CheckpointKind.FAILURE_CANDIDATE)
+    assert checkpoints.load(candidate).message_history[-1].parts[0].content == "Preparing the report for you"
+    demo_thread.refresh_from_db()
+    assert demo_thread.selected_checkpoint_id == selected.pk
+
+    follow_up = start(demo_thread, "hello again")
+    assert follow_up.start_checkpoint_id == selected.pk
+    assert runner.execute_run(follow_up.pk) == "completed"
+    demo_thread.refresh_from_db()
+    history = checkpoints.load(demo_thread.selected_checkpoint).message_history
+    assert history[: len(checkpoints.load(selected).message_history)] == checkpoints.load(selected).message_history
+    assert "Preparing the report for you" not in str(history)
 
 
 def test_the_selected_checkpoint_moves_only_forward_and_only_with_the_lease(demo_thread):
