@@ -9,7 +9,7 @@ work-horses it forks, retries with capped exponential backoff until Redis answer
 `Retry`), so the process waits instead of exiting and a run in progress finishes. A restarted Redis has
 forgotten the worker's registration, so each heartbeat restores it when it is missing, and /health/ and
 the nav badge see the worker again. The heartbeat comes at least every `dequeue_timeout` seconds while
-idle (`worker_ttl - 15`; `--worker-ttl 20` in the Procfile makes that 5 s) and every
+idle (`worker_ttl - 15`; `--worker-ttl 20` in deploy/supervisord.conf makes that 5 s) and every
 `job_monitoring_interval` while a job runs.
 
 Selected with `RQ = {"WORKER_CLASS": "runs.worker.HostWorker"}` in the settings.

@@ -238,7 +238,7 @@ class DaphneServer(ManagedProcess):
 
 class RQWorker(ManagedProcess):
     def __init__(self, env: dict[str, str], *, with_scheduler: bool = False) -> None:
-        # The Procfile's worker-ttl: an idle worker heartbeats (and restores a lost registration) every 5 s.
+        # deploy/supervisord.conf's worker-ttl: an idle worker heartbeats (and restores a lost registration) every 5 s.
         argv = [sys.executable, "manage.py", "rqworker", "default", "--worker-ttl", "20"]
         if with_scheduler:
             argv.append("--with-scheduler")
