@@ -11,6 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -168,7 +169,8 @@ def decide(request: HttpRequest, execution_pk: int) -> HttpResponse:
             status=status,
         )
     run = submission.resume_run
-    summary = f"Decisions recorded for {submission.decisions.count()} request(s); run {run.number} resumes."
+    count = submission.decisions.count()
+    summary = f"Decisions recorded for {count} request{pluralize(count)}; run {run.number} resumes."
     if dispatch.queue_unreachable:
         summary = f"{summary} {queueing.UNREACHABLE_NOTICE}"
     if wants_json:

@@ -1,4 +1,5 @@
 from django.urls import path
+from django.views.generic import RedirectView
 
 from runs import approval_urls, views
 
@@ -6,6 +7,7 @@ app_name = "runs"
 
 urlpatterns = [
     path("", views.threads, name="threads"),
+    path("threads/", RedirectView.as_view(pattern_name="runs:threads"), name="threads_alias"),
     path("threads/new/", views.create_thread, name="create_thread"),
     path("threads/<pk:pk>/", views.thread_detail, name="thread"),
     path("threads/<pk:pk>/executions/", views.start_execution, name="start_execution"),

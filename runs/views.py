@@ -15,8 +15,18 @@ from django.views.decorators.http import require_POST
 
 from runs.forms import MAX_INPUT_CHARS, TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
 from runs.models import AgentProfile, Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
-from runs.services import cancellation, checkpoints, executions, queueing, starts, timeline
+from runs.services import (
+    cancellation,
+    checkpoints,
+    executions,
+    failures,
+    provenance,
+    queueing,
+    starts,
+    timeline,
+)
 from runs.services.approvals import can_decide
+from runs.services.event_labels import EVENT_LABELS
 
 THREADS_PER_PAGE = 25
 CHECKPOINTS_PER_PAGE = 20
@@ -77,6 +87,9 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
     checkpoints = Paginator(timeline.checkpoints_of(thread), CHECKPOINTS_PER_PAGE).get_page(
         request.GET.get("checkpoints")
     )
+    contents = provenance.checkpoint_contents(checkpoints.object_list)
+    for checkpoint in checkpoints.object_list:
+        checkpoint.contents = contents[checkpoint.pk]
     return render(
         request,
         "runs/thread.html",
@@ -85,6 +98,7 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "executions": timeline.executions_of(thread),
             "checkpoints": checkpoints,
             "ancestry": timeline.fork_ancestry(thread),
+            "origin": provenance.fork_origin(thread),
             "forks": timeline.forks_of(thread),
             "limits": LIMITS,
         },
@@ -160,6 +174,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
         Execution.objects.select_related("thread__profile", "policy_version__policy", "cancelled_by"), pk=pk
     )
     lanes = timeline.lanes_of(execution)
+    failed_run = next((lane.run for lane in reversed(lanes) if lane.run.failure_code), None)
     config = {
         "execution": execution.pk,
         "status": execution.status,
@@ -169,6 +184,8 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "eventUrl": reverse("runs:event", args=[execution.pk, 0]),
         "runUrl": reverse("runs:run", args=[0]),
         "approvalsUrl": reverse("runs:approvals"),
+        "eventLabels": EVENT_LABELS,
+        "inheritedTools": provenance.inherited_tool_names(execution),
     }
     return render(
         request,
@@ -178,6 +195,10 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "thread": execution.thread,
             "lanes": lanes,
             "timeline_config": config,
+            "failed_run": failed_run,
+            # The first execution of a fork says where its history comes from.
+            "origin": provenance.fork_origin(execution.thread) if execution.number == 1 else None,
+            "failure": failures.failure_of(failed_run) if failed_run else None,
             # Cancelling a waiting execution refuses what it waits on: an approver's decision.
             "may_cancel": execution.status != ExecutionStatus.WAITING or can_decide(request.user),
             "waiting_for_queue": queueing.waiting_for_queue(execution),
@@ -217,6 +238,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "checkpoints": timeline.checkpoints_of(run),
             "deferred_requests": timeline.deferred_requests_of(run),
             "usage_json": _pretty(run.usage),
+            "failure": failures.failure_of(run),
         },
     )
 

@@ -58,6 +58,8 @@ __all__ = ("QUEUE_CAPACITY", "HarnessRunStream", "new_run_id")
 OutputT = TypeVar("OutputT")
 
 QUEUE_CAPACITY = 64
+# The longest exception message a failure keeps in its details.
+ERROR_MESSAGE_CHARS = 500
 
 
 def new_run_id() -> str:
@@ -309,7 +311,10 @@ class HarnessRunStream(Generic[OutputT]):
                 failure.code, failure.message, exc, retry_hint=failure.retry_hint, details=failure.details
             )
         except AgentRunError as exc:
-            return await self._failed("agent_run_failed", "The agent run failed.", exc)
+            # pydantic-ai's own message ("Exceeded maximum retries (1) for output validation") says why; the
+            # response body some subclasses carry beside it is left out, as it can echo the prompt.
+            details = {"error_type": type(exc).__name__, "error_message": exc.message[:ERROR_MESSAGE_CHARS]}
+            return await self._failed("agent_run_failed", "The agent run failed.", exc, details=details)
 
         suspended = isinstance(output, NativeDeferredToolRequests)
         # Only reachable when a call defers again after being answered inline (the refusal handler has

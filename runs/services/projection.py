@@ -128,6 +128,7 @@ def store_events(
                 "position": position,
                 "run_id": run_id,
                 "run": run.pk,
+                "run_number": run.number,
                 "subagent_run_id": subagent_run_id,
                 "event_json": text,
             }

@@ -21,6 +21,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 from django.utils import timezone
 from pydantic_ai import ToolCallPart, ToolDefinition
+from pydantic_ai.messages import ModelResponse
 
 from observers.agui import HarnessAguiStreamObserver
 from runs.harness.context import RunBindings
@@ -297,12 +298,25 @@ def _deferred_requests(run: Run, result: HarnessRunResult[Any], checkpoint: Any)
             expires_at=expiry_for(policy_version, now),
         )
 
-    DeferredRequest.objects.bulk_create(
-        [
-            request(entry, DeferredKind(deferred.kind(entry.target_call.tool_call_id)))
-            for entry in [*deferred.approvals, *deferred.calls]
-        ]
+    # Rows in the order the model made the calls, so the approval form lists call-1-0 before call-1-1
+    # whatever order the tools deferred in.
+    order = _call_order(result)
+    entries = sorted(
+        [*deferred.approvals, *deferred.calls],
+        key=lambda entry: order.get(entry.model_call.tool_call_id, len(order)),
     )
+    DeferredRequest.objects.bulk_create(
+        [request(entry, DeferredKind(deferred.kind(entry.target_call.tool_call_id))) for entry in entries]
+    )
+
+
+def _call_order(result: HarnessRunResult[Any]) -> dict[str, int]:
+    """Tool call id -> its index in the last model response of the result's history."""
+    history = result.state.message_history if result.state is not None else []
+    for message in reversed(history):
+        if isinstance(message, ModelResponse):
+            return {call.tool_call_id: index for index, call in enumerate(message.tool_calls)}
+    return {}
 
 
 def _record_result(

@@ -32,15 +32,16 @@ REPLAY_PAGE_SIZE = 2000
 IDLE = "idle"
 THREAD_STATUSES = (IDLE, *ExecutionStatus.values)
 
-_FRAME_FIELDS = ("position", "run_id", "run__run_id", "subagent_run_id", "event_json")
+_FRAME_FIELDS = ("position", "run_id", "run__run_id", "run__number", "subagent_run_id", "event_json")
 
 
 def frame_of(event: TimelineEvent) -> dict[str, Any]:
-    """One stored event as a decoded frame (schema.md: position, run_id, run, subagent_run_id, event), for pages."""
+    """One stored event as a decoded frame (position, run_id, run, run_number, subagent_run_id, event), for pages."""
     return {
         "position": event.position,
         "run_id": event.run.run_id or "",
         "run": event.run.pk,
+        "run_number": event.run.number,
         "subagent_run_id": event.subagent_run_id,
         "event": event.event,
     }
@@ -52,6 +53,7 @@ def _frame_from_row(row: dict[str, Any]) -> dict[str, Any]:
         "position": row["position"],
         "run_id": row["run__run_id"] or "",
         "run": row["run_id"],
+        "run_number": row["run__number"],
         "subagent_run_id": row["subagent_run_id"],
         "event_json": row["event_json"],
     }
@@ -71,7 +73,7 @@ def frame_text(frame: dict[str, Any]) -> str:
         event = json.dumps(json.loads(event))
     return (
         f'{{"type":"event","position":{int(frame["position"])},"run_id":{json.dumps(frame["run_id"])},'
-        f'"run":{int(frame["run"])},"subagent_run_id":{json.dumps(frame["subagent_run_id"])},"event":{event}}}'
+        f'"run":{int(frame["run"])},"run_number":{int(frame["run_number"])},"subagent_run_id":{json.dumps(frame["subagent_run_id"])},"event":{event}}}'
     )
 
 
@@ -113,6 +115,8 @@ def run_summary(run: Run) -> dict[str, Any]:
         "status": run.status,
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
+        "attempt": run.attempt,
+        "tool_recovery": run.tool_recovery,
     }
 
 
@@ -253,7 +257,7 @@ def executions_of(thread: Thread) -> QuerySet[Execution]:
 def checkpoints_of(owner: Thread | Run) -> QuerySet[Checkpoint]:
     """A thread's checkpoints newest first (for forking); a run's in the order it wrote them."""
     if isinstance(owner, Thread):
-        return owner.checkpoints.select_related("run").order_by("-pk")
+        return owner.checkpoints.select_related("run__execution").order_by("-pk")
     return owner.checkpoints.order_by("pk")
 
 

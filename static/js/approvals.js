@@ -77,12 +77,12 @@
   };
 
   const parseJson = (text, what) => {
-    if (new TextEncoder().encode(text).length > MAX_VALUE_BYTES) return { error: `the ${what} is larger than ${MAX_VALUE_BYTES} bytes` };
-    if (!text.trim()) return { error: `the ${what} is empty; enter JSON` };
+    if (new TextEncoder().encode(text).length > MAX_VALUE_BYTES) return { error: `${what}: larger than ${MAX_VALUE_BYTES} bytes` };
+    if (!text.trim()) return { error: `${what}: empty; enter JSON` };
     try {
       return { value: JSON.parse(text) };
     } catch (exc) {
-      return { error: `the ${what} is not valid JSON (${exc.message})` };
+      return { error: `${what}: not valid JSON (${exc.message})` };
     }
   };
 

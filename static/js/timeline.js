@@ -65,6 +65,11 @@ function formatDuration(seconds) {
   return `${Math.floor(minutes / 60)} h ${String(minutes % 60).padStart(2, "0")} min`;
 }
 
+// "1 event", "2 events": English plurals of the nouns this page counts.
+function plural(count, noun) {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
+}
+
 function setStatus(element, status) {
   if (!element || !status) return;
   element.textContent = status;
@@ -83,6 +88,29 @@ function usageText(usage) {
     return `${label ? `${label}: ` : ""}${parts.join(" · ")}`;
   });
   return `tokens: ${texts.join("; ")}`;
+}
+
+// What the RUN_ERROR's failure details say (runs/services/failures.py shows the same on the run page).
+// Provider response bodies are never stored, so there is none to show.
+function failureFacts(event, run) {
+  const details = event.rawEvent?.failure?.details ?? {};
+  const facts = el("dl", "failure-facts");
+  const fact = (label, value, className = "") => {
+    if (value === undefined || value === null || value === "") return;
+    facts.append(el("dt", null, label), el("dd", className, value));
+  };
+  fact("Code", event.code, "mono failure-code");
+  fact("Exception", details.error_type, "mono failure-type");
+  fact("Its message", details.error_message, "failure-error-message");
+  fact("HTTP status", details.status_code, "failure-status");
+  fact("Provider code", details.provider_error_code, "mono failure-provider-code");
+  fact("Model", details.model_name, "mono");
+  if (run.attempt) fact("Attempt", `${run.attempt} · tool recovery ${run.tool_recovery}`, "failure-attempt");
+  if (String(event.code ?? "").startsWith("model_")) {
+    const note = el("dd", "sub failure-body-note", "The provider's response body is not stored: it can echo prompts and secrets.");
+    facts.append(note);
+  }
+  return facts;
 }
 
 // One visible entry of a lane: a message, a tool call, a terminal card, a group of harness events, ...
@@ -154,9 +182,10 @@ class GroupItem extends Item {
       this.entries.push({ position: frame.position, name: event.name, value: event.value });
       this.names.add(event.name);
     }
-    const names = Array.from(this.names);
-    const shown = names.slice(0, 3).join(", ") + (names.length > 3 ? `, +${names.length - 3} more` : "");
-    this.summary.textContent = `${this.count} event${this.count === 1 ? "" : "s"}: ${shown}`;
+    const labels = Array.from(new Set(Array.from(this.names, (name) => this.timeline.eventLabel(name))));
+    const shown = labels.slice(0, 3).join(", ") + (labels.length > 3 ? `, +${labels.length - 3} more` : "");
+    this.summary.textContent = `${plural(this.count, "harness event")}: ${shown}`;
+    this.summary.title = Array.from(this.names).join(", ");
     if (this.details.open) this.renderRows();
   }
 
@@ -168,8 +197,9 @@ class GroupItem extends Item {
       row.dataset.pos = entry.position;
       row.append(
         link("item-pos", `#${entry.position}`, `#pos-${entry.position}`),
-        el("span", "mono", entry.note ? `${entry.name} (${entry.note})` : entry.name),
+        el("span", "group-name", `${this.timeline.eventLabel(entry.name)}${entry.note ? ` (${entry.note})` : ""}`),
         link("item-raw", "raw", this.timeline.eventUrl(entry.position)),
+        el("code", "group-raw-name sub", entry.name),
         el("pre", "json", pretty(entry.value)),
       );
       this.list.append(row);
@@ -195,6 +225,19 @@ class Scope {
     this.group = null;
   }
 
+  // Tool calls of this scope still without a result when the run ended: cut short, never to return.
+  interruptOpenTools(why) {
+    for (const tool of this.tools.values()) {
+      const classes = tool.element.classList;
+      if (classes.contains("has-result") || classes.contains("interrupted") || tool.outcome) continue;
+      classes.remove("streaming");
+      classes.add("interrupted");
+      const mark = el("span", "badge tool-interrupted", "interrupted");
+      mark.title = why;
+      tool.extra.after(mark);
+    }
+  }
+
   add(item) {
     if (this.container) {
       this.container.append(item.element);
@@ -211,7 +254,16 @@ class Lane {
     this.timeline = timeline;
     this.pk = summary.pk;
     this.column = timeline.lanes.size + 1;
-    this.summary = { status: "", reason: "", number: "", run_id: "", started_at: null, finished_at: null };
+    this.summary = {
+      status: "",
+      reason: "",
+      number: "",
+      run_id: "",
+      started_at: null,
+      finished_at: null,
+      attempt: null,
+      tool_recovery: "",
+    };
     this.head = timeline.root.querySelector(`.lane-head[data-run="${this.pk}"]`);
     if (!this.head) {
       this.head = el("header", "lane-head");
@@ -267,7 +319,7 @@ class Lane {
   }
 
   renderCount() {
-    this.head.querySelector(".lane-count").textContent = `${this.count} event${this.count === 1 ? "" : "s"}`;
+    this.head.querySelector(".lane-count").textContent = plural(this.count, "event");
   }
 
   // The scope of a child run; a child seen before its SUBAGENT_STARTED gets a nested lane at the top level.
@@ -322,7 +374,7 @@ const HANDLERS = {
   REASONING_MESSAGE_CONTENT(timeline, scope, frame, event) {
     const item = timeline.reasoning(scope, frame, event.messageId);
     item.text.appendData(event.delta);
-    item.summary.textContent = `reasoning · ${item.text.length} characters`;
+    item.summary.textContent = `reasoning · ${plural(item.text.length, "character")}`;
     item.claim(frame.position);
   },
   REASONING_MESSAGE_END(timeline, scope, frame, event) {
@@ -332,7 +384,8 @@ const HANDLERS = {
   },
   REASONING_ENCRYPTED_VALUE(timeline, scope, frame, event) {
     const item = timeline.reasoning(scope, frame, event.entityId);
-    item.extra.textContent = `encrypted value, ${String(event.encryptedValue ?? "").length} characters`;
+    // The provider's opaque reasoning signature: kept for the next request, nothing a person can read.
+    item.extra.textContent = "signed by the provider (not readable)";
     item.claim(frame.position);
   },
 
@@ -368,6 +421,7 @@ const HANDLERS = {
       for (const interrupt of event.outcome.interrupts ?? []) item.body.append(timeline.interruptCard(interrupt));
     } else if (outcome === "cancelled") {
       item = scope.add(new Item(timeline, "cancelled", frame, "run cancelled"));
+      scope.interruptOpenTools("cancelled before it returned");
     } else {
       item = scope.add(new Item(timeline, "finished", frame, "run finished"));
       if (event.result !== undefined) item.section("result").append(el("pre", "json", pretty(event.result)));
@@ -378,8 +432,10 @@ const HANDLERS = {
   },
   RUN_ERROR(timeline, scope, frame, event) {
     const item = scope.add(new Item(timeline, "error", frame, "run failed"));
+    scope.interruptOpenTools("the run failed before it returned");
     if (event.code) item.extra.textContent = event.code;
     item.body.append(el("div", "error-message", event.message));
+    item.body.append(failureFacts(event, scope.lane.summary));
     const usage = usageText(event.usage);
     if (usage) item.body.append(el("div", "usage", usage));
     item.claim(frame.position);
@@ -441,7 +497,8 @@ class Timeline {
     this.heads = root.querySelector(".lane-heads");
     this.lanes = new Map();
     this.byPosition = new Map();
-    this.toolsById = new Map();
+    // Calls made before this execution's first event (a fork's or a resume's start checkpoint), by id.
+    this.toolsById = new Map(Object.entries(config.inheritedTools ?? {}));
     this.toolCards = new Map(); // tool call id -> the card of the call itself (where a decision's outcome goes)
     this.formLinks = new Map(); // tool call id -> its interrupt card's link to the form, or the note that replaced it
     this.executionStatus = config.status;
@@ -457,6 +514,11 @@ class Timeline {
     setInterval(() => {
       for (const lane of this.lanes.values()) if (lane.summary.status === "running") lane.renderDuration();
     }, 1000);
+  }
+
+  // A human label for a CUSTOM event name (the server's list); an unknown name is shown as it is.
+  eventLabel(name) {
+    return this.config.eventLabels?.[name] ?? name;
   }
 
   eventUrl(position) {
@@ -737,7 +799,7 @@ class Timeline {
     this.queue = [];
     this.queueHead = 0;
     this.byPosition.clear();
-    this.toolsById.clear();
+    this.toolsById = new Map(Object.entries(this.config.inheritedTools ?? {}));
     this.toolCards.clear();
     this.formLinks.clear();
     this.fragments.clear();

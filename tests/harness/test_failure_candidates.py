@@ -244,3 +244,17 @@ async def test_cancel_while_text_streams_keeps_the_streamed_text():
     assert isinstance(tail, ModelResponse)
     assert tail.state == "interrupted"
     assert tail.parts == [TextPart("Hello")]
+
+
+def _unknown_tool(messages, info):
+    return ModelResponse(parts=[ToolCallPart("no_such_tool", {}, tool_call_id=f"u{len(messages)}")])
+
+
+async def test_an_agent_run_error_keeps_its_type_and_message_in_the_details():
+    executable = AgentDefinition(model=scripted_model(_unknown_tool), tools=[lookup]).build()
+    result = await executable.run("call something that does not exist")
+
+    assert result.status == "failed"
+    assert result.failure.code == "agent_run_failed"
+    assert result.failure.details["error_type"] == "UnexpectedModelBehavior"
+    assert "no_such_tool" in result.failure.details["error_message"]

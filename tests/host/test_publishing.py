@@ -45,6 +45,7 @@ def test_frames_are_published_after_commit_in_position_order(sent, django_captur
         "position": 1,
         "run_id": builders.RUN_ID,
         "run": run.pk,
+        "run_number": run.number,
         "subagent_run_id": "",
         "event_json": stored_text,
     }

@@ -7,6 +7,7 @@ import json
 import django_rq
 import pytest
 from ag_ui.core import ToolCallResultEvent
+from django.views.defaults import server_error
 
 from runs.models import Checkpoint, Thread
 from runs.services import executions, queueing
@@ -121,6 +122,7 @@ def test_raw_event_view_and_its_json(client_in):
         "position": 1,
         "run_id": run.run_id,
         "run": run.pk,
+        "run_number": run.number,
         "subagent_run_id": "",
         "event": seed.encoded(result) | {"timestamp": stored.event["timestamp"]},
     }
@@ -189,3 +191,10 @@ def test_forking_an_altered_checkpoint_is_refused_with_a_message(client_in):
     )
     assert "digest does not match" in response.content.decode()
     assert not Thread.objects.filter(forked_from=thread.selected_checkpoint_id).exists()
+
+
+def test_the_server_error_page_is_styled_and_renders_without_a_request_context(rf):
+    response = server_error(rf.get("/"))
+    body = response.content.decode()
+    assert response.status_code == 500
+    assert "Something went wrong" in body and "css/host.css" in body and "img/favicon.svg" in body

@@ -115,7 +115,7 @@ def test_a_recovery_run_is_a_second_lane_beside_the_first(operator_page, live_st
     )
     expect(operator_page.locator("details.reasoning")).to_have_count(1)
     expect(operator_page.locator("details.reasoning[open]")).to_have_count(0)
-    expect(operator_page.locator(".item-group summary")).to_have_text(re.compile(r"^2 events"))
+    expect(operator_page.locator(".item-group summary")).to_have_text("2 harness events: run lifecycle")
     expect(operator_page.locator(".item-tool .tool-result pre")).to_contain_text('"id": "REC-7"')
     expect(operator_page.locator(".item-finished .usage")).to_contain_text("in 120")
     assert dom_positions(operator_page) == list(range(1, 21))
@@ -322,11 +322,12 @@ def test_an_oversized_custom_event_is_shown_reassembled_from_its_fragments(opera
     seed.append_events(run, [RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id), *fragments])
     open_execution(operator_page, live_stack.base_url, execution)
     group = operator_page.locator(".item-group")
-    expect(group.locator("summary")).to_have_text(f"{len(fragments)} events: a13n.harness.context")
+    expect(group.locator("summary")).to_have_text(f"{len(fragments)} harness events: run context")
     group.locator("summary").click()
     # The rows are drawn by the <details> toggle handler, which fires after the click returns.
     rows = group.locator(".group-row")
     expect(rows).to_have_count(1)
-    expect(rows.locator(".mono")).to_have_text(f"a13n.harness.context (reassembled from {len(fragments)} fragments)")
+    expect(rows.locator(".group-name")).to_have_text(f"run context (reassembled from {len(fragments)} fragments)")
+    expect(rows.locator(".group-raw-name")).to_have_text("a13n.harness.context")
     assert json.loads(rows.locator("pre").inner_text()) == big.value
     assert dom_positions(operator_page) == list(range(1, len(fragments) + 2))

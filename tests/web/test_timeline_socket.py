@@ -132,6 +132,7 @@ async def test_frames_carry_run_and_the_standard_agui_encoding(seeded_run):
         "position": 1099,
         "run_id": run.run_id,
         "run": run.pk,
+        "run_number": run.number,
         "subagent_run_id": "",
         "event": {
             "type": "TEXT_MESSAGE_CONTENT",
