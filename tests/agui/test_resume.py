@@ -100,9 +100,11 @@ async def test_correlation_change_in_history() -> None:
     prefix, _ = text_run()
     other = SourceRun(run_id="run-2").started()
     observer = HarnessAguiObserver()
-    with pytest.raises(AguiObservationError, match="run correlation"):
+    with pytest.raises(AguiObservationError, match="run correlation") as caught:
         await observer.resume(history([*prefix[:2], other, *prefix[2:]]))
     assert_fresh(observer)
+    # S22: a semantic conversion error is a ValueError, so a Host can treat it like any bad value.
+    assert isinstance(caught.value, ValueError)
 
 
 async def test_agui_records_are_not_source_history() -> None:
@@ -141,6 +143,8 @@ async def test_live_observation_and_second_resume_are_refused_while_resuming() -
         observer.observe(tail[0])
     with pytest.raises(AguiObservationError, match="in progress"):
         await observer.resume(history(prefix))
+    with pytest.raises(AguiObservationError, match="resume"):
+        observer.export()
     # Reads show the pre-resume state while the rebuild waits for its next item.
     assert_fresh(observer)
 

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import re
 
-from pydantic_ai import ModelRequest, ModelResponse, SystemPromptPart, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai import (
+    ModelRequest,
+    ModelResponse,
+    RunContext,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
 
-from runs.harness import AgentDefinition, EnvironmentState, HarnessState, RunBindings
+from runs.harness import AgentContext, AgentDefinition, EnvironmentState, HarnessState, RunBindings
 from runs.harness.scripted import scripted_model
+
+from .streams import call_then_echo
 
 RUN_ID = re.compile(r"^run-[0-9a-f]{32}$")
 
@@ -158,6 +168,24 @@ async def test_forked_state_continues_as_the_branch():
     assert continued.state.thread_id == "thr_branch1"
     assert first.state.model_dump_json() == source_json
     assert len(continued.state.message_history) == len(first.state.message_history) + 2
+
+
+async def test_a_state_restores_data_but_not_the_authority_of_the_run_that_made_it():
+    """S30/S31: the credential a run was bound with is neither in its state nor granted to the next run."""
+
+    def whoami(ctx: RunContext[AgentContext]) -> str:
+        return "signed in" if ctx.deps.deps else "anonymous"
+
+    executable = AgentDefinition(model=scripted_model(call_then_echo("whoami", "c1")), tools=[whoami]).build()
+    credential = "sk-live-authority-1"
+    first = await executable.run(
+        "who am I", bindings=RunBindings(deps=credential), previous_state=HarnessState.new(thread_id="thr_authority1")
+    )
+    second = await executable.run("and now", bindings=RunBindings(), previous_state=first.state)
+
+    assert (first.output, second.output) == ("signed in", "anonymous")
+    assert credential not in first.state.model_dump_json()
+    assert credential not in second.state.model_dump_json()
 
 
 async def test_environment_states_are_not_copied_into_the_next_run():

@@ -97,3 +97,5 @@ def test_only_boolean_true_declares_a_tool():
         assert not is_recovery_retryable(definition({RECOVERY_RETRY_SAFE_METADATA_KEY: value}))
     assert not is_recovery_retryable(definition(None))
     assert not is_recovery_retryable(definition({"other": True}))
+    # S56: an idempotency key or read-only hint is not a declaration; only the explicit key is.
+    assert not is_recovery_retryable(definition({"idempotency": "provider_key", "read_only": True}))

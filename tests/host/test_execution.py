@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -260,6 +261,24 @@ def test_cancelling_a_waiting_execution_closes_its_open_requests(django_user_mod
         )
     assert rejected.value.code == "stale"
     assert list(waiting.execution.runs.values_list("number", flat=True)) == [1]
+
+
+def test_a_checkpoint_stores_the_harness_state_alone_and_the_host_keeps_the_rest_beside_it(demo_thread):
+    """S88: continuation in the state; provenance, policy, lease and open requests in the Host's own rows."""
+    run = start(demo_thread, "deploy the release")
+    assert runner.execute_run(run.pk) == "suspended"
+    envelope = {"schema_version", "thread_id", "agent_context_state", "refs", "message_history", "environment_states"}
+    written = list(Checkpoint.objects.filter(run=run))
+    assert {checkpoint.kind for checkpoint in written} == {CheckpointKind.BOUNDARY, CheckpointKind.TERMINAL}
+    for checkpoint in written:
+        state = json.loads(checkpoints.load(checkpoint).model_dump_json())
+        assert set(state) == envelope and state["agent_context_state"] == {"entries": {}}
+        assert (checkpoint.thread_id, checkpoint.run_id) == (demo_thread.pk, run.pk)
+        assert checkpoint.journal_index is not None and len(checkpoint.digest) == 64
+    run.refresh_from_db()
+    assert run.policy_version_id is not None and run.lease_token is None
+    request = DeferredRequest.objects.get(execution=run.execution)
+    assert request.checkpoint.kind == CheckpointKind.TERMINAL and request.tool_name == "deploy_release"
 
 
 def test_a_tampered_checkpoint_is_refused_and_nothing_is_written(demo_thread):
