@@ -136,10 +136,12 @@ def test_never_with_a_completed_partial_request_answers_natively():
     assert isinstance(failure, ToolFailed) and failure.message == INTERRUPTED_TOOL_RESULT
 
 
-def test_accepted_facts_and_denials_count_under_never():
+@pytest.mark.parametrize("mode", MODES)
+def test_accepted_facts_and_denials_count_under_every_mode(mode):
+    """S44: retained external results and explicit denials stay authoritative, whatever the recovery mode."""
     batch = accepted(NativeResults(calls={"c1": "external"}, approvals={"c2": False}))
 
-    plan = prepare_tool_recovery(checkpoint_history(), "never", batch)
+    plan = prepare_tool_recovery(checkpoint_history(), mode, batch)
 
     assert list(plan.history) == checkpoint_history()
     assert plan.deferred_tool_results.calls == {"c1": "external"}
