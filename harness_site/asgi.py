@@ -9,6 +9,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "harness_site.settings")
 # Django must be set up before anything imports models (the consumers do).
 django_asgi_app = get_asgi_application()
 
+from django.conf import settings  # noqa: E402
+
+if settings.PRODUCTION:
+    from runs.demo_operator import refuse_demo_password
+
+    refuse_demo_password()
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402

@@ -10,6 +10,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
+from django.core.exceptions import ImproperlyConfigured
 
 from harness_site.private_files import create_private, ensure_private_file
 
@@ -25,10 +27,22 @@ def _env_flag(name: str, default: bool = False) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+HARNESS_ENV = os.environ.get("HARNESS_ENV", "local")
+if HARNESS_ENV not in ("local", "production"):
+    raise ImproperlyConfigured(f"HARNESS_ENV must be 'local' or 'production', not {HARNESS_ENV!r}.")
+PRODUCTION = HARNESS_ENV == "production"
+"""The one switch for a deployment: HTTPS only (Secure cookies, HSTS, SSL redirect), a SECRET_KEY from the
+environment, no debug mode, no demo operator; see docs/architecture.md "Production"."""
+
+
 def _secret_key() -> str:
     """Use SECRET_KEY when given; otherwise keep a generated key in a local, uncommitted file."""
     if key := os.environ.get("SECRET_KEY"):
         return key
+    if PRODUCTION:
+        raise ImproperlyConfigured(
+            "HARNESS_ENV=production needs SECRET_KEY in the environment (50+ random characters)."
+        )
     key_file = VAR_DIR / "secret_key"
     if not key_file.exists():
         create_private(key_file, secrets.token_urlsafe(50).encode())
@@ -40,6 +54,8 @@ SECRET_KEY = _secret_key()
 # By default the secret key (salted for this use); changing either makes every stored checkpoint refuse to load.
 CHECKPOINT_KEY = os.environ.get("CHECKPOINT_KEY") or SECRET_KEY
 DEBUG = _env_flag("DEBUG")
+if PRODUCTION and DEBUG:
+    raise ImproperlyConfigured("HARNESS_ENV=production refuses DEBUG: it shows settings and code to anyone.")
 ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
@@ -68,9 +84,40 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     # Last, as django-axes asks: it turns a lockout raised during authentication into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
+
+# Every page's scripts and styles are files (data for scripts travels in json_script blocks or data attributes):
+# nothing inline runs, in either mode.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [NONE],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+        "base-uri": [NONE],
+        "object-src": [NONE],
+    }
+}
+
+if PRODUCTION:
+    SECURE_SSL_REDIRECT = True
+    # The supervisor's and load balancer's health probe may speak plain HTTP on the private side.
+    SECURE_REDIRECT_EXEMPT = [r"^health/$"]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = 365 * 24 * 3600
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    if _env_flag("HARNESS_BEHIND_TLS_PROXY"):
+        # Only behind a proxy that sets this header itself: otherwise a client could claim HTTPS.
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 ROOT_URLCONF = "harness_site.urls"
 ASGI_APPLICATION = "harness_site.asgi.application"

@@ -1,26 +1,18 @@
-"""Create (or refresh) the demo operator account that `bin/run` prints, so a new install can log in."""
+"""Create the demo operator that `bin/run` prints, for a local install; production gets none."""
 
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
-DEMO_USERNAME = "operator"
-DEMO_PASSWORD = "operator"
+from runs.demo_operator import ensure_demo_operator
 
 
 class Command(BaseCommand):
-    help = "Create the demo operator (staff, with the approval permission) if it does not exist."
+    help = "Create the demo operator (superuser with the approval permission) if no account has its name."
 
     def handle(self, *args, **options):
-        user_model = get_user_model()
-        user, created = user_model.objects.get_or_create(username=DEMO_USERNAME)
-        if created:
-            user.set_password(DEMO_PASSWORD)
-        user.is_staff = True
-        user.is_superuser = True
-        user.save()
-        # The approval permission is granted explicitly too, so the account still works if made non-superuser.
-        for perm in Permission.objects.filter(content_type__app_label="runs", codename="decide_deferred"):
-            user.user_permissions.add(perm)
-        verb = "Created" if created else "Kept"
-        self.stdout.write(f"{verb} demo operator '{DEMO_USERNAME}'.")
+        if settings.PRODUCTION:
+            self.stdout.write(
+                "HARNESS_ENV=production: no demo operator; create accounts with manage.py createsuperuser."
+            )
+            return
+        self.stdout.write(ensure_demo_operator())
