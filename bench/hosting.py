@@ -74,11 +74,12 @@ class _Host:
     """Queued Runs of a profile whose "demo" model is the delta stream, executed by the worker's `execute_run`."""
 
     def __init__(self, deltas: int) -> None:
-        from runs.services import agents, executions
+        from runs.services import agents, executions, providers
 
         # The Host builds the demo model by name; here that name streams the benchmark's deltas instead, and
         # nothing is enqueued on RQ (the benchmark calls the job itself).
-        agents.demo_model = lambda: _model(deltas)
+        providers.demo_model = lambda: _model(deltas)
+        self.deltas = deltas
         executions.enqueue_run = lambda run: None
         self.profile = agents.ensure_demo_profile()
         self.profile.enabled_tools = []
@@ -93,6 +94,8 @@ class _Host:
         with stopwatch() as elapsed:
             outcome = runner.execute_run(run.pk)
         assert outcome == "completed", outcome
+        # The run must really have streamed the deltas (not, say, the demo agent's own model).
+        assert run.journal.count() > self.deltas, "the Host did not run the benchmark's model"
         self.last_run = run
         return elapsed()
 
