@@ -59,6 +59,10 @@ def _ratio(case: dict[str, Any]) -> str:
     return "—"
 
 
+def _count(value: int | None) -> str:
+    return "—" if value is None else f"{value:,}"
+
+
 def _flat(factor: float | None) -> str:
     if factor is None:
         return "—"
@@ -170,7 +174,7 @@ def render(directory: Path) -> str:
             lines.append(
                 f"| {result['benchmark']} | {result['database']} | {case['name']} | {case['size']} | "
                 f"{case.get('tool_rounds', '—')} | {case.get('checkpoints', '—')} | {case['checkpoint_bytes']:,} | "
-                f"{case['journal_bytes']:,} | {ratio:.3f} | {case.get('whole_state_bytes_before', 0):,} | "
+                f"{case['journal_bytes']:,} | {ratio:.3f} | {_count(case.get('whole_state_bytes_before'))} | "
                 f"{'**met**' if ratio <= BYTES_LIMIT else '**MISSED**'} |"
             )
     notes = [(result, note) for result in results for note in result.get("notes", [])]

@@ -104,12 +104,15 @@ def item_kind(item: HarnessStreamEvent[Any]) -> str:
 
 def encode_item(item: HarnessStreamEvent[Any]) -> EncodedItem:
     """Encode one stream item with the current codec version."""
+    state_json: str | None = None
     if isinstance(item, HarnessRunResultEvent):
         result = item.result
+        # The state goes in as the JSON text it keeps (see `_with_state`), not through its parsed history.
+        state_json = None if result.state is None else result.state.model_dump_json()
         body: _NativeBody | _ExtensionBody | _ResultBody = _ResultBody(
             status=result.status,
             output=json.loads(result.output_json()),
-            state=result.state,
+            state=None,
             failure=result.failure,
             suspend_reason=result.suspend_reason,
             deferred=result.deferred,
@@ -136,7 +139,10 @@ def encode_item(item: HarnessStreamEvent[Any]) -> EncodedItem:
         body=body,
     )
     try:
-        payload = _STORED_ITEM.dump_json(stored).decode()
+        if state_json is None:
+            payload = _STORED_ITEM.dump_json(stored).decode()
+        else:
+            payload = _with_state(_STORED_ITEM.dump_json(stored, exclude={"body": {"state"}}).decode(), state_json)
     except pydantic_core.PydanticSerializationError as exc:
         raise CodecError(f"journal cannot encode item {item.sequence} of run {item.run_id}: {exc}") from exc
     return EncodedItem(
@@ -146,6 +152,17 @@ def encode_item(item: HarnessStreamEvent[Any]) -> EncodedItem:
         kind=item_kind(item),
         payload=payload,
     )
+
+
+def _with_state(payload: str, state_json: str) -> str:
+    """`payload` (a result item dumped without its state) with the state's JSON text as the body's last key.
+
+    `body` is the stored item's last field, so the payload ends with the body's `}` and the item's `}`; a
+    reader validates the body by its keys, whatever their order.
+    """
+    if not payload.endswith("}}"):
+        raise CodecError("a result item's payload does not end with its body")
+    return f'{payload[:-2]},"state":{state_json}}}}}'
 
 
 def _upgrade_v1(raw: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 from django.utils import timezone
-from pydantic_ai import ToolCallPart
+from pydantic_ai import ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
 from pydantic_ai.messages import FunctionToolCallEvent, PartStartEvent, TextPart
 
 from runs.harness.deferred import DeferredToolCall, DeferredToolRequests
@@ -67,6 +67,17 @@ def test_codec_round_trips_native_extension_and_result_items():
             assert back.result.deferred == deferred
         else:
             assert back == item
+
+
+def test_a_result_item_carries_its_state_as_the_text_the_state_keeps():
+    thread_id = HarnessState.new().thread_id
+    history = [ModelRequest(parts=[UserPromptPart("naïve question")]), ModelResponse(parts=[TextPart("answer")])]
+    state = HarnessState.new(thread_id=thread_id, message_history=history)
+    result = HarnessRunResult(thread_id=thread_id, run_id=builders.RUN_ID, status="completed", output="ok", state=state)
+    stored = encode_item(HarnessRunResultEvent(thread_id, builders.RUN_ID, 0, builders.now(), result))
+    assert state.model_dump_json() in stored.payload
+    back = decode_item(stored.payload, stored.codec_version)
+    assert back.result == result and back.result.state.message_history == state.message_history
 
 
 def test_codec_keeps_failures_and_names_items_by_kind():
