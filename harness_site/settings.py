@@ -187,6 +187,7 @@ LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
+FORMAT_MODULE_PATH = ["harness_site.formats"]
 USE_I18N = True
 USE_TZ = True
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -186,6 +187,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "approvalsUrl": reverse("runs:approvals"),
         "eventLabels": EVENT_LABELS,
         "inheritedTools": provenance.inherited_tool_names(execution),
+        "timeZone": settings.TIME_ZONE,
     }
     return render(
         request,

@@ -117,7 +117,15 @@ def run_summary(run: Run) -> dict[str, Any]:
         "finished_at": _iso(run.finished_at),
         "attempt": run.attempt,
         "tool_recovery": run.tool_recovery,
+        "tokens": _tokens(run.usage),
     }
+
+
+def _tokens(usage: dict[str, Any] | None) -> dict[str, int] | None:
+    """A finished run's token counts (its stored RunUsageSummary), for its lane head and the execution's totals."""
+    if not usage:
+        return None
+    return {"input": int(usage.get("input_tokens") or 0), "output": int(usage.get("output_tokens") or 0)}
 
 
 def execution_status_message(execution: Execution) -> dict[str, Any]:

@@ -7,6 +7,7 @@
 //
 // Every string from an event reaches the DOM through textContent / text nodes, never as HTML.
 
+import { LaneComparison } from "./compare.js";
 import { ReconnectingSocket } from "./socket.js";
 
 const BATCH_BUDGET_MS = 12;
@@ -14,6 +15,9 @@ const CURSOR_ERRORS = new Set(["cursor_beyond_end", "cursor_execution_mismatch",
 const MAX_RESETS = 3;
 const FRAGMENT_EVENT_NAME = "a13n.stream.fragment";
 const DECISION_EVENT_NAME = "a13n.host.decision";
+const LIFECYCLE_EVENT_NAME = "a13n.harness.lifecycle";
+// A pause shorter than this between runs is not drawn.
+const GAP_MIN_MS = 1000;
 const VERDICTS = {
   approved: "approved",
   denied: "denied",
@@ -52,8 +56,28 @@ function pretty(value) {
   return JSON.stringify(value, null, 2);
 }
 
-function clock(ms) {
-  return typeof ms === "number" ? new Date(ms).toISOString().slice(11, 23) : "";
+// The exact time of an event in the server's zone, zone named: "2026-11-30 16:09:30.123 UTC".
+function exactTime(ms, timeZone) {
+  if (typeof ms !== "number") return "";
+  const format = new Intl.DateTimeFormat("sv-SE", {
+    timeZone: timeZone || "UTC",
+    year: "numeric",
+    month: "2-digit",
+    day: "2-digit",
+    hour: "2-digit",
+    minute: "2-digit",
+    second: "2-digit",
+    fractionalSecondDigits: 3,
+    timeZoneName: "short",
+    hour12: false,
+  });
+  return format.format(new Date(ms)).replace(",", ".");
+}
+
+// "+12.3 s": an event's place on the execution's time axis, from its first event.
+function offset(ms, origin) {
+  if (typeof ms !== "number" || origin === null) return "";
+  return `+${formatDuration(Math.max(0, ms - origin) / 1000)}`;
 }
 
 // Same format as runs.services.timeline.format_duration.
@@ -121,13 +145,14 @@ class Item {
     this.positions = [];
     this.element = el("article", `item item-${kind}`);
     this.element.id = `pos-${frame.position}`;
+    this.timestamp = frame.event.timestamp;
     const head = el("header", "item-head");
     this.label = el("span", "item-label", label);
     this.extra = el("span", "item-extra");
     head.append(
       this.label,
       this.extra,
-      el("time", "item-time", clock(frame.event.timestamp)),
+      timeline.timeElement(frame.event.timestamp),
       link("item-pos", `#${frame.position}`, `#pos-${frame.position}`, "Permalink"),
       link("item-raw", "raw", timeline.eventUrl(frame.position), "Raw JSON of this event"),
     );
@@ -223,6 +248,32 @@ class Scope {
     this.messages = new Map();
     this.tools = new Map();
     this.group = null;
+    this.modelRequest = null; // {startedAt, firstAt, item} of the model request under way
+  }
+
+  // The run of this scope ended: no tool of it is running any more.
+  stopTools() {
+    for (const tool of this.tools.values()) this.timeline.stopRunning(tool);
+  }
+
+  // The first item a model response produced carries the response's latency.
+  modelItem(item, timestamp) {
+    const request = this.modelRequest;
+    if (!request || request.item || typeof timestamp !== "number") return;
+    request.item = item;
+    request.firstAt = timestamp;
+    item.latency = el("span", "model-latency");
+    item.latency.textContent = `first part after ${formatDuration((timestamp - request.startedAt) / 1000)}`;
+    item.label.after(item.latency);
+  }
+
+  modelRequestEnded(timestamp) {
+    const request = this.modelRequest;
+    this.modelRequest = null;
+    if (!request?.item || typeof timestamp !== "number") return;
+    const first = formatDuration((request.firstAt - request.startedAt) / 1000);
+    const whole = formatDuration((timestamp - request.startedAt) / 1000);
+    request.item.latency.textContent = `model: first part after ${first}, response in ${whole}`;
   }
 
   // Tool calls of this scope still without a result when the run ended: cut short, never to return.
@@ -242,6 +293,8 @@ class Scope {
     if (this.container) {
       this.container.append(item.element);
     } else {
+      this.lane.opening(item);
+      this.lane.items.push(item);
       this.timeline.place(item.element, this.lane.column);
     }
     this.group = null;
@@ -263,7 +316,9 @@ class Lane {
       finished_at: null,
       attempt: null,
       tool_recovery: "",
+      tokens: null,
     };
+    this.placed = false;
     this.head = timeline.root.querySelector(`.lane-head[data-run="${this.pk}"]`);
     if (!this.head) {
       this.head = el("header", "lane-head");
@@ -273,12 +328,14 @@ class Lane {
     }
     this.firstTimestamp = null;
     this.lastTimestamp = null;
+    this.previousTimestamp = null;
     this.resetScopes();
     this.update(summary);
   }
 
   resetScopes() {
     this.scopes = new Map([["", new Scope(this.timeline, this, null, null)]]);
+    this.items = []; // the run's own top-level items, in order (what a comparison lines up)
     this.count = 0;
   }
 
@@ -295,11 +352,36 @@ class Lane {
     reasonElement.textContent = reason;
     reasonElement.className = `lane-reason reason-${reason}`;
     setStatus(this.head.querySelector(".lane-status"), status);
+    if (status !== "running") for (const scope of this.scopes.values()) scope.stopTools();
     this.renderDuration();
+    this.renderTokens();
+    this.timeline.renderTotals();
+  }
+
+  renderTokens() {
+    const tokens = this.summary.tokens;
+    if (!tokens) return;
+    this.head.querySelector(".lane-tokens").textContent = `${tokens.input} in · ${tokens.output} out tokens`;
+  }
+
+  // The lane's first item: the gap since the lane before it ended is drawn above it, with its cause.
+  opening(item) {
+    if (this.placed) return;
+    this.placed = true;
+    const before = Array.from(this.timeline.lanes.values()).find((lane) => lane.column === this.column - 1);
+    const start = item.timestamp;
+    if (!before || before.lastTimestamp === null || typeof start !== "number") return;
+    const { reason } = this.summary;
+    let cause = "before the next run";
+    if (reason === "resume") cause = "from the answer to the resuming run";
+    if (reason === "recovery") cause = before.summary.status === "abandoned" ? "lease expired, then recovery" : "until recovery";
+    this.timeline.gap(start - before.lastTimestamp, cause, this.column);
   }
 
   saw(frame) {
     this.count += 1;
+    this.previousTimestamp = this.lastTimestamp;
+    this.timeline.origin ??= typeof frame.event.timestamp === "number" ? frame.event.timestamp : null;
     const timestamp = frame.event.timestamp;
     if (typeof timestamp === "number") {
       if (this.firstTimestamp === null) this.firstTimestamp = timestamp;
@@ -402,11 +484,18 @@ const HANDLERS = {
     const item = timeline.tool(scope, frame, event.toolCallId);
     item.args.textContent = item.rawArgs ? pretty(item.rawArgs) : "(no arguments)";
     item.element.classList.remove("streaming");
+    item.calledAt = frame.event.timestamp;
+    if (scope.lane.summary.status === "running" && !item.element.classList.contains("has-result")) timeline.startRunning(item);
     item.claim(frame.position);
   },
   TOOL_CALL_RESULT(timeline, scope, frame, event) {
     const item = timeline.tool(scope, frame, event.toolCallId);
     item.element.classList.remove("streaming");
+    timeline.stopRunning(item);
+    if (typeof item.calledAt === "number" && typeof frame.event.timestamp === "number") {
+      const took = el("span", "tool-duration", `took ${formatDuration((frame.event.timestamp - item.calledAt) / 1000)}`);
+      item.extra.after(took);
+    }
     item.element.classList.add("has-result");
     item.result.hidden = false;
     item.result.querySelector("pre").textContent = pretty(event.content);
@@ -415,6 +504,7 @@ const HANDLERS = {
 
   RUN_FINISHED(timeline, scope, frame, event) {
     const outcome = event.outcome?.type ?? "success";
+    scope.stopTools();
     let item;
     if (outcome === "interrupt") {
       item = scope.add(new Item(timeline, "interrupt", frame, "waiting for approval"));
@@ -431,6 +521,7 @@ const HANDLERS = {
     item.claim(frame.position);
   },
   RUN_ERROR(timeline, scope, frame, event) {
+    scope.stopTools();
     const item = scope.add(new Item(timeline, "error", frame, "run failed"));
     scope.interruptOpenTools("the run failed before it returned");
     if (event.code) item.extra.textContent = event.code;
@@ -464,7 +555,17 @@ const HANDLERS = {
   },
 
   CUSTOM(timeline, scope, frame, event) {
+    if (event.name === LIFECYCLE_EVENT_NAME) {
+      const type = event.value?.event?.payload?.type;
+      if (type === "model_request_started") scope.modelRequest = { startedAt: frame.event.timestamp, firstAt: null, item: null };
+      if (type === "model_request_completed" || type === "model_request_failed") scope.modelRequestEnded(frame.event.timestamp);
+    }
     if (event.name === DECISION_EVENT_NAME) {
+      const lane = scope.lane;
+      if (lane.previousTimestamp !== null && typeof frame.event.timestamp === "number") {
+        const waited = frame.event.timestamp - lane.previousTimestamp;
+        timeline.gap(waited, event.value?.expired ? "waiting for approval, then expired" : "waiting for approval", lane.column);
+      }
       timeline.decision(scope, frame, event.value ?? {}).claim(frame.position);
       return;
     }
@@ -502,6 +603,10 @@ class Timeline {
     this.toolCards = new Map(); // tool call id -> the card of the call itself (where a decision's outcome goes)
     this.formLinks = new Map(); // tool call id -> its interrupt card's link to the form, or the note that replaced it
     this.executionStatus = config.status;
+    this.origin = null; // the first event's timestamp: zero of the time axis
+    this.running = new Set(); // tool cards whose call is under way
+    const toggle = document.getElementById("compare-toggle");
+    this.comparison = toggle ? new LaneComparison(this, toggle, document.getElementById("compare")) : null;
     this.fragments = new Map();
     this.touched = new Set();
     this.wanted = null;
@@ -513,6 +618,8 @@ class Timeline {
     this.want(location.hash);
     setInterval(() => {
       for (const lane of this.lanes.values()) if (lane.summary.status === "running") lane.renderDuration();
+      for (const tool of this.running) this.renderElapsed(tool);
+      this.renderTotals();
     }, 1000);
   }
 
@@ -535,9 +642,70 @@ class Timeline {
       lane = new Lane(this, summary);
       this.lanes.set(summary.pk, lane);
       this.root.style.setProperty("--lanes", this.lanes.size);
+      this.comparison?.lanesChanged();
       document.getElementById("timeline-empty").hidden = true;
     }
     return lane;
+  }
+
+  timeElement(timestamp) {
+    const element = el("time", "item-time", offset(timestamp, this.origin));
+    element.title = exactTime(timestamp, this.config.timeZone);
+    if (typeof timestamp === "number") element.dateTime = new Date(timestamp).toISOString();
+    return element;
+  }
+
+  // A pause on the time axis, across all lanes: its length grows with the pause (log scale), labelled.
+  gap(ms, cause, column) {
+    if (!(ms >= GAP_MIN_MS)) return;
+    const gap = el("div", "time-gap");
+    gap.style.setProperty("--gap-size", `${Math.min(6, 1 + Math.log2(1 + ms / 1000) * 0.5)}rem`);
+    gap.dataset.column = column;
+    gap.append(el("span", "gap-label", `${formatDuration(ms / 1000)} · ${cause}`));
+    this.root.append(gap);
+  }
+
+  startRunning(tool) {
+    tool.element.classList.add("running");
+    tool.element.setAttribute("aria-busy", "true");
+    tool.elapsed = el("span", "tool-elapsed");
+    tool.extra.after(tool.elapsed);
+    this.running.add(tool);
+    this.renderElapsed(tool);
+  }
+
+  stopRunning(tool) {
+    if (!this.running.delete(tool)) return;
+    tool.element.classList.remove("running");
+    tool.element.removeAttribute("aria-busy");
+    tool.elapsed.remove();
+  }
+
+  renderElapsed(tool) {
+    const ms = Math.max(0, Date.now() - tool.calledAt);
+    tool.elapsed.dataset.elapsedMs = ms;
+    tool.elapsed.textContent = `running ${formatDuration(ms / 1000)}`;
+  }
+
+  // The execution's totals: runs, wall time from the first run's start to the last one's end, tokens.
+  renderTotals() {
+    const element = document.getElementById("execution-totals");
+    if (!element || this.lanes.size === 0) return;
+    const lanes = Array.from(this.lanes.values());
+    const starts = lanes.map((lane) => Date.parse(lane.summary.started_at)).filter((ms) => !Number.isNaN(ms));
+    const active = lanes.some((lane) => lane.summary.status === "running") || ACTIVE_STATUSES.has(this.executionStatus);
+    const ends = lanes.map((lane) => Date.parse(lane.summary.finished_at)).filter((ms) => !Number.isNaN(ms));
+    const parts = [plural(lanes.length, "run")];
+    if (starts.length) {
+      const end = active ? Date.now() : Math.max(...ends, ...starts);
+      parts.push(`wall time ${formatDuration(Math.max(0, end - Math.min(...starts)) / 1000)}`);
+    }
+    const tokens = lanes.map((lane) => lane.summary.tokens).filter(Boolean);
+    if (tokens.length) {
+      const sum = (key) => tokens.reduce((total, entry) => total + (entry[key] ?? 0), 0);
+      parts.push(`${sum("input")} in · ${sum("output")} out tokens`);
+    }
+    element.textContent = parts.join(" · ");
   }
 
   // Items stack in event order (block flow, cheap to lay out at any length); --col shifts each into its lane.
@@ -555,6 +723,7 @@ class Timeline {
     let item = scope.messages.get(event.messageId);
     if (!item) {
       item = scope.add(new Item(this, "message", frame, event.role ?? "assistant"));
+      scope.modelItem(item, frame.event.timestamp);
       item.element.classList.add("streaming");
       const text = el("div", "message-text");
       item.text = document.createTextNode("");
@@ -569,6 +738,7 @@ class Timeline {
     let item = scope.messages.get(messageId);
     if (!item) {
       item = scope.add(new Item(this, "reasoning", frame, "reasoning"));
+      scope.modelItem(item, frame.event.timestamp);
       item.element.classList.add("streaming");
       const details = el("details", "reasoning");
       item.summary = el("summary", null, "reasoning");
@@ -588,6 +758,7 @@ class Timeline {
       // A result whose call was made by an earlier run (e.g. an approved call executed on resume).
       const known = name ?? this.toolsById.get(toolCallId);
       item = scope.add(new Item(this, "tool", frame, known ? `tool ${known}` : "tool result"));
+      if (name !== undefined) scope.modelItem(item, frame.event.timestamp);
       item.element.classList.add("streaming");
       item.extra.textContent = toolCallId;
       item.rawArgs = "";
@@ -804,7 +975,11 @@ class Timeline {
     this.formLinks.clear();
     this.fragments.clear();
     this.touched.clear();
-    for (const lane of this.lanes.values()) lane.resetScopes();
+    this.running.clear();
+    for (const lane of this.lanes.values()) {
+      lane.resetScopes();
+      lane.placed = false;
+    }
   }
 
   setConnection(state, detail) {
@@ -841,6 +1016,7 @@ class Timeline {
     this.touched.clear();
     for (const lane of this.lanes.values()) lane.renderCount();
     this.root.dataset.rendered = this.rendered;
+    this.comparison?.refresh();
     this.showWanted();
   }
 

@@ -1,0 +1,135 @@
+// Compare lanes: two runs of one execution lined up item by item, with the first point where they diverge.
+//
+// Items are compared by what the model and tools did (kind, tool name, arguments, results, texts), not by ids
+// or times, which always differ between runs. Harness event groups and decision items are host bookkeeping and
+// are left out of the comparison.
+
+const SKIPPED = new Set(["group", "decision"]);
+const SHOWN_CHARS = 160;
+
+function el(tag, className, text) {
+  const element = document.createElement(tag);
+  if (className) element.className = className;
+  if (text !== undefined && text !== null) element.textContent = String(text);
+  return element;
+}
+
+// What an item did, as the parts a comparison looks at.
+export function describe(item) {
+  const label = item.label.textContent;
+  switch (item.kind) {
+    case "message":
+    case "reasoning":
+    case "input":
+      return { kind: item.kind, head: label, text: item.text?.data ?? item.body.textContent };
+    case "tool":
+      return {
+        kind: "tool",
+        head: label,
+        args: item.rawArgs ?? "",
+        text: item.result && !item.result.hidden ? item.result.querySelector("pre").textContent : "",
+      };
+    case "marker":
+      return { kind: "marker", head: label, text: "" };
+    default:
+      return { kind: item.kind, head: label, text: item.body.textContent };
+  }
+}
+
+function commonPrefix(a, b) {
+  let index = 0;
+  while (index < a.length && index < b.length && a[index] === b[index]) index += 1;
+  return index;
+}
+
+// Why two described items differ (null when they do not).
+export function difference(left, right) {
+  if (!left || !right) return left ? "only in the left run" : "only in the right run";
+  if (left.kind !== right.kind) return `a ${left.kind} on the left, a ${right.kind} on the right`;
+  if (left.head !== right.head) return `${left.head} on the left, ${right.head} on the right`;
+  if ((left.args ?? "") !== (right.args ?? "")) return "the arguments differ";
+  if (left.text !== right.text) {
+    const at = commonPrefix(left.text, right.text);
+    return left.kind === "tool" ? "the results differ" : `the text differs from character ${at + 1}`;
+  }
+  return null;
+}
+
+function summary(described) {
+  if (!described) return "—";
+  const parts = [described.head];
+  if (described.args) parts.push(described.args);
+  if (described.text) parts.push(described.text);
+  const text = parts.join(" · ");
+  return text.length > SHOWN_CHARS ? `${text.slice(0, SHOWN_CHARS)}…` : text;
+}
+
+export class LaneComparison {
+  constructor(timeline, toggle, section) {
+    this.timeline = timeline;
+    this.toggle = toggle;
+    this.section = section;
+    this.left = section.querySelector("select[name=left]");
+    this.right = section.querySelector("select[name=right]");
+    this.table = section.querySelector(".compare-rows");
+    this.verdict = section.querySelector(".compare-verdict");
+    toggle.addEventListener("click", () => this.setOpen(section.hidden));
+    for (const select of [this.left, this.right]) select.addEventListener("change", () => this.render());
+  }
+
+  setOpen(open) {
+    this.section.hidden = !open;
+    this.toggle.setAttribute("aria-expanded", String(open));
+    this.toggle.textContent = open ? "Hide the comparison" : "Compare lanes";
+    if (open) this.render();
+  }
+
+  // Lanes changed (a new run): offer them; the toggle exists only once there are two.
+  lanesChanged() {
+    const lanes = Array.from(this.timeline.lanes.values());
+    this.toggle.hidden = lanes.length < 2;
+    for (const [select, fallback] of [
+      [this.left, 0],
+      [this.right, 1],
+    ]) {
+      const chosen = select.value;
+      select.replaceChildren(
+        ...lanes.map((lane) => {
+          const option = el("option", null, `run ${lane.summary.number} (${lane.summary.reason})`);
+          option.value = lane.pk;
+          return option;
+        }),
+      );
+      select.value = chosen && lanes.some((lane) => String(lane.pk) === chosen) ? chosen : String(lanes[fallback]?.pk ?? "");
+    }
+  }
+
+  // New items arrived: an open comparison follows them.
+  refresh() {
+    if (!this.section.hidden) this.render();
+  }
+
+  render() {
+    const lane = (select) => this.timeline.lanes.get(Number(select.value));
+    const left = (lane(this.left)?.items ?? []).filter((item) => !SKIPPED.has(item.kind)).map(describe);
+    const right = (lane(this.right)?.items ?? []).filter((item) => !SKIPPED.has(item.kind)).map(describe);
+    const rows = [];
+    let first = null;
+    for (let index = 0; index < Math.max(left.length, right.length); index += 1) {
+      const why = difference(left[index], right[index]);
+      const row = el("tr", why ? "differs" : "same");
+      row.append(el("td", "compare-index", index + 1), el("td", "compare-left", summary(left[index])), el("td", "compare-right", summary(right[index])));
+      const note = el("td", "compare-note", why ?? "same");
+      if (why && first === null) {
+        first = index;
+        row.classList.add("first-divergence");
+        note.prepend(el("span", "badge divergence-badge", "first divergence"), " ");
+      }
+      row.append(note);
+      rows.push(row);
+    }
+    this.table.replaceChildren(...rows);
+    this.verdict.textContent =
+      first === null ? `The runs do the same ${rows.length} steps.` : `The runs diverge at step ${first + 1}.`;
+  }
+}

@@ -1,0 +1,163 @@
+"""Time on the timeline, in real Chromium: tool durations, a running tool's live elapsed time, model latency,
+lane wall time and tokens, execution totals, labelled pauses between runs, times with their zone and the one
+date format of every page, admin included."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import timedelta
+
+from ag_ui.core import (
+    CustomEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+from playwright.sync_api import expect
+
+from tests.conftest import log_in
+from tests.web import seed
+from tests.web.timeline_page import screenshot, wait_until_drawn
+
+T0 = int(seed.START.timestamp() * 1000)
+INTERRUPT = {"id": "call-9", "toolCallId": "call-9", "reason": "approval", "metadata": {"tool_name": "deploy"}}
+EXACT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{3})? UTC$")
+
+
+def lifecycle(kind: str, at: int) -> CustomEvent:
+    value = {"event": {"kind": "lifecycle", "payload": {"type": kind}}}
+    return CustomEvent(name="a13n.harness.lifecycle", value=value, timestamp=at)
+
+
+def tool_call(call_id: str, name: str, start: int, end: int) -> list:
+    return [
+        ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name, timestamp=start),
+        ToolCallArgsEvent(tool_call_id=call_id, delta='{"record_id": "REC-7"}', timestamp=start),
+        ToolCallEndEvent(tool_call_id=call_id, timestamp=end),
+    ]
+
+
+def approved_and_resumed_execution():
+    """A run that suspends 3 s in, an answer 150 s later, and the resuming run 2 s after the answer."""
+    execution = seed.make_execution(seed.make_thread("Timed"), status="completed")
+    thread_id = execution.thread.thread_id
+    first = seed.make_run(
+        execution,
+        status="suspended",
+        finished_at=seed.START + timedelta(seconds=3),
+        usage={"input_tokens": 100, "output_tokens": 20},
+    )
+    seed.append_events(
+        first,
+        [
+            RunStartedEvent(thread_id=thread_id, run_id=first.run_id, timestamp=T0),
+            lifecycle("model_request_started", T0 + 100),
+            *tool_call("call-1", "lookup_record", T0 + 1300, T0 + 1400),
+            lifecycle("model_request_completed", T0 + 2100),
+            ToolCallResultEvent(message_id="call-1:result", tool_call_id="call-1", content="ok", timestamp=T0 + 2900),
+            RunFinishedEvent(
+                thread_id=thread_id,
+                run_id=first.run_id,
+                outcome={"type": "interrupt", "interrupts": [INTERRUPT]},
+                timestamp=T0 + 3000,
+            ),
+            CustomEvent(
+                name="a13n.host.decision",
+                value={"decided_by": "op", "calls": [], "resume_run": 2},
+                timestamp=T0 + 153_000,
+            ),
+        ],
+    )
+    second = seed.make_run(
+        execution,
+        reason="resume",
+        previous_run=first,
+        status="completed",
+        started_at=seed.START + timedelta(seconds=155),
+        finished_at=seed.START + timedelta(seconds=160),
+        usage={"input_tokens": 50, "output_tokens": 5},
+    )
+    seed.append_events(
+        second,
+        [
+            RunStartedEvent(thread_id=thread_id, run_id=second.run_id, timestamp=T0 + 155_000),
+            TextMessageStartEvent(message_id="t1", role="assistant", timestamp=T0 + 156_000),
+            TextMessageContentEvent(message_id="t1", delta="Done.", timestamp=T0 + 156_000),
+            TextMessageEndEvent(message_id="t1", timestamp=T0 + 156_500),
+            RunFinishedEvent(
+                thread_id=thread_id, run_id=second.run_id, outcome={"type": "success"}, timestamp=T0 + 160_000
+            ),
+        ],
+    )
+    return execution, first, second
+
+
+def test_durations_latency_tokens_totals_and_pauses_between_runs(operator_page, live_stack):
+    execution, first, second = approved_and_resumed_execution()
+    page = operator_page
+    page.goto(f"{live_stack.base_url}/executions/{execution.pk}/")
+    wait_until_drawn(page, execution)
+    tool = page.locator(".item-tool")
+    expect(tool.locator(".tool-duration")).to_have_text("took 1.5 s")
+    expect(tool.locator(".model-latency")).to_have_text("model: first part after 1.2 s, response in 2.0 s")
+    # Times on the axis count from the first event; the exact time, zone named, is on hover.
+    expect(tool.locator(".item-time")).to_have_text("+1.3 s")
+    expect(tool.locator(".item-time")).to_have_attribute("title", EXACT)
+    gaps = page.locator(".time-gap")
+    expect(gaps).to_have_count(2)
+    expect(gaps.nth(0)).to_have_text("2 min 30 s · waiting for approval")
+    expect(gaps.nth(1)).to_have_text("2.0 s · from the answer to the resuming run")
+    expect(page.locator(f'.lane-head[data-run="{first.pk}"] .lane-tokens')).to_have_text("100 in · 20 out tokens")
+    expect(page.locator(f'.lane-head[data-run="{second.pk}"] .lane-duration')).to_have_text("5.0 s")
+    expect(page.locator("#execution-totals")).to_have_text("2 runs · wall time 2 min 40 s · 150 in · 25 out tokens")
+    screenshot(page, "timeline-time.png")
+
+
+def test_a_running_tool_is_busy_and_its_elapsed_time_increases(operator_page, live_stack):
+    execution = seed.make_execution(seed.make_thread("Slow tool"), status="running")
+    run = seed.make_run(execution, status="running")
+    now = int(time.time() * 1000)
+    seed.append_events(
+        run,
+        [
+            RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id, timestamp=now - 2000),
+            *tool_call("call-1", "slow_step", now - 1500, now - 1000),
+        ],
+    )
+    page = operator_page
+    page.goto(f"{live_stack.base_url}/executions/{execution.pk}/")
+    wait_until_drawn(page, execution)
+    tool = page.locator(".item-tool")
+    expect(tool).to_have_attribute("aria-busy", "true")
+    elapsed = tool.locator(".tool-elapsed")
+    expect(elapsed).to_have_text(re.compile(r"^running \d+\.\d s$"))
+    first = int(elapsed.get_attribute("data-elapsed-ms"))
+    page.wait_for_function(
+        "(first) => Number(document.querySelector('.item-tool .tool-elapsed').dataset.elapsedMs) > first + 1000",
+        arg=first,
+    )
+
+
+def test_pages_say_times_with_their_zone_relative_with_the_exact_time_on_hover(operator_page, live_stack):
+    execution = seed.make_execution(seed.make_thread("Dated"), status="completed")
+    page = operator_page
+    page.goto(f"{live_stack.base_url}/threads/{execution.thread.pk}/")
+    created = page.locator(".facts time.when").first
+    expect(created).to_have_text(re.compile(r"(ago|just now)$"))
+    expect(created).to_have_attribute("title", EXACT)
+
+
+def test_admin_uses_the_same_date_format(live_stack, django_user_model, page):
+    seed.policy_version()
+    django_user_model.objects.create_superuser("boss", password="boss-password-1")
+    log_in(page, live_stack.base_url, "boss", "boss-password-1")
+    page.goto(f"{live_stack.base_url}/admin/runs/hostpolicyversion/")
+    cell = page.locator("td.field-created_at").first
+    expect(cell).to_have_text(EXACT)
