@@ -71,6 +71,7 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         self.pending: list[dict[str, Any]] = []
         self.last_sent = 0
         self.last_status: dict[str, Any] | None = None
+        self.deferred_status: dict[str, Any] | None = None
         # Catch-ups from the database and deliveries of live frames both advance `last_sent`; one at a time.
         self.sending = asyncio.Lock()
         self.replay: asyncio.Task | None = None
@@ -141,6 +142,9 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
             await self._deliver(frames)
         # No await between the emptiness check above and this switch: nothing can slip past the buffer.
         self.live = True
+        if self.deferred_status is not None:
+            message, self.deferred_status = self.deferred_status, None
+            await self.execution_status(message)
 
     async def _send_stored_after_cursor(self) -> None:
         async with self.sending:
@@ -160,10 +164,14 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         await self._deliver(message["frames"])
 
     async def execution_status(self, message: dict[str, Any]) -> None:
-        if self.live:
-            # A status change follows the commits before it; if the layer dropped the last timeline message
-            # (no later frame would reveal the gap), catch up from the database before reporting the status.
-            await self._send_stored_after_cursor()
+        if not self.live:
+            # A status change follows the commits before it, so it is sent once the replay and the buffered
+            # frames are out: a viewer that sees "completed" after `ready` has every event before it.
+            self.deferred_status = message
+            return
+        # If the layer dropped the last timeline message (no later frame would reveal the gap), catch up from
+        # the database before reporting the status.
+        await self._send_stored_after_cursor()
         await self._send_status(message)
 
     async def _deliver(self, frames: list[dict[str, Any]]) -> None:

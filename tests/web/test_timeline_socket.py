@@ -277,3 +277,32 @@ async def test_a_socket_that_lost_its_group_joins_again_and_catches_up(seeded_ru
     live = await communicator.receive_json_from(timeout=5)
     assert (live["position"], live["event"]["delta"]) == (1102, "heard")
     await communicator.disconnect()
+
+
+async def test_a_status_published_during_the_replay_comes_after_ready(seeded_run, monkeypatch):
+    user, run = seeded_run
+    real_page = timeline.frames_after
+    monkeypatch.setattr(timeline, "REPLAY_PAGE_SIZE", 500)
+    calls = []
+
+    def page_then_finish(execution_pk, after, limit=500):
+        calls.append(after)
+        page = real_page(execution_pk, after, limit)
+        if len(calls) == 1:
+            # The run ends while the replay is still on its first page of three.
+            commit_and_publish(run, ["last words"])
+            async_to_sync(get_channel_layer().group_send)(
+                execution_group(run.execution_id),
+                {"type": "execution.status", "execution": run.execution_id, "status": "completed", "runs": []},
+            )
+        return page
+
+    monkeypatch.setattr(timeline, "frames_after", page_then_finish)
+    communicator = await connect(user, run.execution_id)
+    await communicator.send_json_to({"type": "subscribe", "after": None})
+    received = await receive_until(communicator, lambda m: m.get("status") == "completed")
+    kinds = [(m["type"], m.get("position")) for m in received]
+    # A viewer that sees the end after `ready` has every event before it.
+    assert kinds[0] == ("status", None)
+    assert kinds[-3:] == [("event", 1101), ("ready", 1101), ("status", None)]
+    await communicator.disconnect()
