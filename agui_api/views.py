@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from pydantic import ValidationError
 
 from runs.services.timeline import execution_exists, last_position
+from runs.validators import unstorable_json
 
 from . import intake
 from .auth import authenticate, csrf_refusal
@@ -58,10 +59,14 @@ def _run_input(request: HttpRequest) -> RunAgentInput:
     if len(body) > limit:
         raise too_big
     try:
-        return RunAgentInput.model_validate_json(body)
+        run_input = RunAgentInput.model_validate_json(body)
     except ValidationError as exc:
         errors = json.loads(exc.json(include_url=False, include_input=False))
         raise Refused(400, "invalid_input", "The body is not a valid AG-UI RunAgentInput.", errors) from exc
+    # Ids and texts become rows: NUL (refused by PostgreSQL) or a lone surrogate (by both databases) must stop here.
+    if problem := unstorable_json(run_input.model_dump(mode="json")):
+        raise Refused(400, "invalid_input", f"The body {problem}.")
+    return run_input
 
 
 def _begin(profile: str, run_input: RunAgentInput, user: Any) -> intake.StreamStart:

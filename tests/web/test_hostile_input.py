@@ -19,6 +19,7 @@ from pydantic_ai import ToolCallPart
 from observers.routing import websocket_urlpatterns
 from runs.models import AgentProfile, Checkpoint, DecisionSubmission, Execution, HostPolicy, Thread
 from runs.services import executions, toolbox
+from tests.agui_http import demo_profile, run_input
 from tests.approval_scenarios import TOOLS, suspended_execution
 from tests.web import seed
 
@@ -114,6 +115,13 @@ THREAD_FRAMES = {
     "too many threads": json.dumps({"type": "subscribe", "threads": list(range(1, 1000))}),
     "nested threads": json.dumps({"type": "subscribe", "threads": [[1]]}),
 }
+
+
+@pytest.mark.parametrize("frame", SOCKET_FRAMES.values(), ids=SOCKET_FRAMES.keys())
+async def test_every_malformed_approvals_frame_is_refused_with_4400(viewer, frame):
+    error, closed = await refused(viewer, "/ws/approvals/", frame)
+    assert error["type"] == "error"
+    assert closed == {"type": "websocket.close", "code": 4400}
 
 
 @pytest.mark.parametrize("frame", THREAD_FRAMES.values(), ids=THREAD_FRAMES.keys())
@@ -410,6 +418,23 @@ def test_a_hostile_next_address_is_never_followed(client_in, suspended, next_url
 def test_the_agui_endpoint_refuses_a_hostile_content_length(client_in, length):
     response = client_in.post("/agui/demo/", b"{}", content_type="application/json", headers={"Content-Length": length})
     assert response.status_code in (400, 413)
+
+
+AGUI_BODIES = {
+    "nul in a message": ("t-nul", "hello\x00there"),
+    "nul in the thread id": ("t\x00", "hello"),
+    "lone surrogate in a message": ("t-surrogate", "\ud800"),
+}
+
+
+@pytest.mark.parametrize(("thread_id", "text"), AGUI_BODIES.values(), ids=AGUI_BODIES.keys())
+def test_the_agui_endpoint_refuses_text_no_database_can_store(client_in, thread_id, text):
+    demo_profile()
+    body = json.dumps(run_input(thread_id, "r1", text))
+    response = client_in.post("/agui/demo/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert json.loads(response.content)["error"] == "invalid_input"
+    assert not Thread.objects.exists()
 
 
 @pytest.mark.parametrize("cursor", ["abc", "-1", str(HUGE), "1\x00"])
