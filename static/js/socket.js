@@ -1,12 +1,15 @@
 // A websocket that reconnects with exponential backoff (plus jitter) until told to stop.
 // Close codes the server uses to mean "do not retry": 4401 (not logged in), 4404 (no such execution).
 // Any other close (4500: the server's replay failed; a restart; a network drop) reconnects.
+// A handshake the server never answers (its consumer died before accepting, e.g. while Redis was down) is given
+// up after OPEN_TIMEOUT_MS and retried like a close, so a page never waits forever on one attempt.
 // A message over the transport's 1 MiB limit arrives as {"type": "piece", id, index, count, data} messages
 // (observers/pieces.py); they are joined in order and handled as the one message they carry.
 
 const FINAL_CLOSE_CODES = new Set([4401, 4404]);
 const BASE_DELAY_MS = 400;
 const MAX_DELAY_MS = 8000;
+const OPEN_TIMEOUT_MS = 10000;
 
 export class ReconnectingSocket {
   constructor(path, { onOpen, onMessage, onState }) {
@@ -51,7 +54,11 @@ export class ReconnectingSocket {
     this.onState(this.attempt === 0 ? "connecting" : "reconnecting");
     const socket = new WebSocket(this.url);
     this.socket = socket;
+    const opening = setTimeout(() => {
+      if (socket.readyState === WebSocket.CONNECTING) socket.close();
+    }, OPEN_TIMEOUT_MS);
     socket.onopen = () => {
+      clearTimeout(opening);
       this.attempt = 0;
       this.onOpen();
     };
@@ -67,6 +74,7 @@ export class ReconnectingSocket {
       if (data !== null) this.onMessage(data);
     };
     socket.onclose = (event) => {
+      clearTimeout(opening);
       if (this.socket !== socket) return;
       this.socket = null;
       if (this.stopped) return;
