@@ -180,6 +180,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("HARNESS_LOGIN_LOCKOUT_
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_USERNAME_CALLABLE = "harness_site.login_throttling.throttled_username"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:threads"

@@ -1,0 +1,23 @@
+"""The username django-axes counts failures under, taken from what the login form posted.
+
+Axes reads the raw POST when the form refused the username, and stores it in a 255-character column: a
+megabyte or a NUL from a hostile form would fail in PostgreSQL. Cut to the longest username Django allows and
+without control characters, it still names the account being guessed.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.http import HttpRequest
+
+
+def throttled_username(request: HttpRequest, credentials: dict[str, Any] | None) -> str | None:
+    field = get_user_model().USERNAME_FIELD
+    raw = (credentials or {}).get("username") or getattr(request, "POST", {}).get(field)
+    if raw is None:
+        return None
+    limit = get_user_model()._meta.get_field(field).max_length
+    return "".join(char for char in str(raw) if unicodedata.category(char) != "Cc")[:limit]
