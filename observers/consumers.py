@@ -129,8 +129,10 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
     async def _refresh(self) -> None:
         """Join the group again and catch up: a restarted Redis forgot the membership and the messages in flight."""
         await self.channel_layer.group_add(self.group, self.channel_name)
-        await self._send_stored_after_cursor()
+        # The status is read before the catch-up: the events a status follows are committed with it or before
+        # it, so the catch-up has them all; read after, a status could announce an end whose events it missed.
         snapshot = await database_sync_to_async(timeline.execution_status_snapshot)(self.execution_pk)
+        await self._send_stored_after_cursor()
         if {**snapshot, "type": "status"} != self.last_status:
             await self._send_status(snapshot)
 

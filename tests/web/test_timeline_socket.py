@@ -8,6 +8,7 @@ from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
+from django.db import transaction
 
 from observers.routing import websocket_urlpatterns
 from runs.models import Execution
@@ -305,4 +306,29 @@ async def test_a_status_published_during_the_replay_comes_after_ready(seeded_run
     # A viewer that sees the end after `ready` has every event before it.
     assert kinds[0] == ("status", None)
     assert kinds[-3:] == [("event", 1101), ("ready", 1101), ("status", None)]
+    await communicator.disconnect()
+
+
+async def test_a_refresh_never_reports_an_end_before_the_events_committed_with_it(seeded_run, settings, monkeypatch):
+    settings.SOCKET_REFRESH_SECONDS = 0.1
+    user, run = seeded_run
+    communicator = await connect(user, run.execution_id)
+    await communicator.send_json_to({"type": "subscribe", "after": 1100})
+    await receive_until(communicator, lambda m: m["type"] == "ready")
+    real_snapshot = timeline.execution_status_snapshot
+
+    def end_then_snapshot(execution_pk):
+        if not Execution.objects.filter(pk=execution_pk, status="completed").exists():
+            # The run's last event and its end commit together, just as the refresh looks (and no message
+            # about them reaches this socket).
+            with transaction.atomic():
+                seed.append_events(run, [seed.TextMessageContentEvent(message_id="m1", delta="last")])
+                Execution.objects.filter(pk=execution_pk).update(status="completed")
+        return real_snapshot(execution_pk)
+
+    monkeypatch.setattr(timeline, "execution_status_snapshot", end_then_snapshot)
+    tail = await communicator.receive_json_from(timeout=5)
+    assert (tail["type"], tail["position"]) == ("event", 1101)
+    status = await communicator.receive_json_from(timeout=5)
+    assert (status["type"], status["status"]) == ("status", "completed")
     await communicator.disconnect()
