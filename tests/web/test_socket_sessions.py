@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -9,6 +13,8 @@ from django.contrib.sessions.models import Session
 from django.http import HttpRequest
 from django.test import Client
 from playwright.sync_api import expect
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from harness_site.asgi import application
 from tests.conftest import log_in
@@ -90,6 +96,27 @@ async def test_a_changed_password_ends_the_sockets_of_older_sessions(logged_in, 
     await sync_to_async(change_password)()
 
     await expect_session_ended(socket)
+
+
+@pytest.mark.parametrize("path", ["/ws/executions/-1/", "/ws/executions/abc/", f"/ws/executions/{2**70}/"])
+def test_daphne_answers_an_unknown_socket_address_with_4404_not_a_500(live_stack, operator_user, path):
+    client = Client()
+    client.force_login(operator_user)
+
+    async def closed_with() -> tuple[dict, int | None]:
+        async with connect(
+            live_stack.ws_url + path,
+            origin=live_stack.base_url,
+            additional_headers={"Cookie": f"sessionid={client.cookies['sessionid'].value}"},
+        ) as socket:
+            error = json.loads(await socket.recv())
+            with contextlib.suppress(ConnectionClosed):
+                await socket.recv()
+            return error, socket.close_code
+
+    error, code = asyncio.run(asyncio.wait_for(closed_with(), timeout=30))
+    assert error["code"] == "not_found"
+    assert code == 4404
 
 
 def test_a_logged_out_sessions_socket_closes_in_the_browser(live_stack, operator_user, page):
