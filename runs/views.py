@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.forms import Form
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from runs.forms import MAX_INPUT_CHARS, TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
@@ -25,9 +23,9 @@ from runs.services import (
     queueing,
     starts,
     timeline,
+    timeline_page,
 )
 from runs.services.approvals import can_decide
-from runs.services.event_labels import EVENT_LABELS
 
 THREADS_PER_PAGE = 25
 CHECKPOINTS_PER_PAGE = 20
@@ -176,19 +174,6 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     lanes = timeline.lanes_of(execution)
     failed_run = next((lane.run for lane in reversed(lanes) if lane.run.failure_code), None)
-    config = {
-        "execution": execution.pk,
-        "status": execution.status,
-        "socket": f"/ws/executions/{execution.pk}/",
-        "runs": [lane.summary() for lane in lanes],
-        # The script substitutes the position / run pk for the trailing 0.
-        "eventUrl": reverse("runs:event", args=[execution.pk, 0]),
-        "runUrl": reverse("runs:run", args=[0]),
-        "approvalsUrl": reverse("runs:approvals"),
-        "eventLabels": EVENT_LABELS,
-        "inheritedTools": provenance.inherited_tool_names(execution),
-        "timeZone": settings.TIME_ZONE,
-    }
     return render(
         request,
         "runs/execution.html",
@@ -196,7 +181,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "execution": execution,
             "thread": execution.thread,
             "lanes": lanes,
-            "timeline_config": config,
+            "timeline_config": timeline_page.page_config(execution, lanes),
             "failed_run": failed_run,
             # The first execution of a fork says where its history comes from.
             "origin": provenance.fork_origin(execution.thread) if execution.number == 1 else None,

@@ -4,15 +4,11 @@
 // or times, which always differ between runs. Harness event groups and decision items are host bookkeeping and
 // are left out of the comparison.
 
+import { el } from "./dom.js";
+
 const SKIPPED = new Set(["group", "decision"]);
 const SHOWN_CHARS = 160;
 
-function el(tag, className, text) {
-  const element = document.createElement(tag);
-  if (className) element.className = className;
-  if (text !== undefined && text !== null) element.textContent = String(text);
-  return element;
-}
 
 // What an item did, as the parts a comparison looks at.
 export function describe(item) {

@@ -1,12 +1,8 @@
 // Live status badges on the threads list and thread pages, fed by /ws/threads/.
 // Badges: [data-thread-status="<thread pk>"] and [data-execution-status="<execution pk>"].
 
+import { setStatus as setBadge } from "./dom.js";
 import { ReconnectingSocket } from "./socket.js";
-
-function setBadge(element, status) {
-  element.textContent = status;
-  element.className = element.className.replace(/\bstatus-\S+/g, "").trim() + ` status-${status}`;
-}
 
 // Something this page does not list yet changed: offer a reload rather than guessing where it belongs.
 function announceNewActivity() {

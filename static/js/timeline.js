@@ -1,600 +1,29 @@
 // Execution timeline: one lane per harness run, side by side and aligned in time, fed by /ws/executions/<pk>/.
 //
-// The socket replays stored AG-UI events after our cursor, says `ready`, then streams live ones; we keep the
-// last position received as the cursor and resubscribe from it after a reconnect. Frames are queued and drawn
-// in requestAnimationFrame batches so a 20,000-event execution opens without freezing the page; deltas are
-// folded into their message and runs of harness CUSTOM events into one collapsed group.
-//
-// Every string from an event reaches the DOM through textContent / text nodes, never as HTML.
+// The socket replays stored AG-UI events after our cursor, says `ready`, then streams live ones; the feed keeps
+// the last position received as the cursor and we resubscribe from it after a reconnect. Deltas are folded
+// into their message and runs of harness CUSTOM events into one collapsed group. The modules: feed.js (cursor,
+// queue, drawing batches; no DOM), handlers.js (one handler per event type), lanes.js (lanes and scopes),
+// items.js (item kinds), fragments.js (oversized events), compare.js, dom.js (helpers shared by the pages).
+// Constants come from the server, in the page's `timeline-config` (runs/services/timeline_page.py).
 
 import { LaneComparison } from "./compare.js";
+import { el, exactTime, formatDuration, link, offset, plural, pretty, setStatus } from "./dom.js";
+import { Feed } from "./feed.js";
+import { FragmentAssembler } from "./fragments.js";
+import { HANDLERS } from "./handlers.js";
+import { Item } from "./items.js";
+import { Lane } from "./lanes.js";
 import { ReconnectingSocket } from "./socket.js";
 
-const BATCH_BUDGET_MS = 12;
-const CURSOR_ERRORS = new Set(["cursor_beyond_end", "cursor_execution_mismatch", "bad_cursor"]);
-const MAX_RESETS = 3;
-const FRAGMENT_EVENT_NAME = "a13n.stream.fragment";
-const DECISION_EVENT_NAME = "a13n.host.decision";
-const LIFECYCLE_EVENT_NAME = "a13n.harness.lifecycle";
-// A pause shorter than this between runs is not drawn.
-const GAP_MIN_MS = 1000;
-const VERDICTS = {
-  approved: "approved",
-  denied: "denied",
-  expired: "expired",
-  external_result: "result entered",
-  answered: "answered",
-  cancelled: "cancelled",
-};
-const ACTIVE_STATUSES = new Set(["queued", "running", "waiting", "recovering"]);
-
-function el(tag, className, text) {
-  const element = document.createElement(tag);
-  if (className) element.className = className;
-  if (text !== undefined && text !== null) element.textContent = String(text);
-  return element;
-}
-
-function link(className, text, href, title) {
-  const anchor = el("a", className, text);
-  anchor.href = href;
-  if (title) anchor.title = title;
-  return anchor;
-}
-
-// JSON (or JSON-in-a-string, as tool arguments and results often are) pretty-printed; other text as is.
-function pretty(value) {
-  if (typeof value === "string") {
-    try {
-      const parsed = JSON.parse(value);
-      if (parsed !== null && typeof parsed === "object") return JSON.stringify(parsed, null, 2);
-    } catch {
-      // not JSON: show the text itself
-    }
-    return value;
-  }
-  return JSON.stringify(value, null, 2);
-}
-
-// The exact time of an event in the server's zone, zone named: "2026-11-30 16:09:30.123 UTC".
-function exactTime(ms, timeZone) {
-  if (typeof ms !== "number") return "";
-  const format = new Intl.DateTimeFormat("sv-SE", {
-    timeZone: timeZone || "UTC",
-    year: "numeric",
-    month: "2-digit",
-    day: "2-digit",
-    hour: "2-digit",
-    minute: "2-digit",
-    second: "2-digit",
-    fractionalSecondDigits: 3,
-    timeZoneName: "short",
-    hour12: false,
-  });
-  return format.format(new Date(ms)).replace(",", ".");
-}
-
-// "+12.3 s": an event's place on the execution's time axis, from its first event.
-function offset(ms, origin) {
-  if (typeof ms !== "number" || origin === null) return "";
-  return `+${formatDuration(Math.max(0, ms - origin) / 1000)}`;
-}
-
-// Same format as runs.services.timeline.format_duration.
-function formatDuration(seconds) {
-  if (seconds < 60) return `${seconds.toFixed(1)} s`;
-  const whole = Math.floor(seconds);
-  const minutes = Math.floor(whole / 60);
-  if (minutes < 60) return `${minutes} min ${String(whole % 60).padStart(2, "0")} s`;
-  return `${Math.floor(minutes / 60)} h ${String(minutes % 60).padStart(2, "0")} min`;
-}
-
-// "1 event", "2 events": English plurals of the nouns this page counts.
-function plural(count, noun) {
-  return `${count} ${noun}${count === 1 ? "" : "s"}`;
-}
-
-function setStatus(element, status) {
-  if (!element || !status) return;
-  element.textContent = status;
-  element.className = `${element.className.replace(/\bstatus-\S+/g, "").trim()} status-${status}`;
-}
-
-// AG-UI usage is a list of TokenUsage entries (one per model/provider).
-function usageText(usage) {
-  const entries = Array.isArray(usage) ? usage : usage ? [usage] : [];
-  if (entries.length === 0) return null;
-  const texts = entries.map((entry) => {
-    const parts = [`in ${entry.inputTokens ?? 0}`, `out ${entry.outputTokens ?? 0}`];
-    if (entry.reasoningTokens) parts.push(`reasoning ${entry.reasoningTokens}`);
-    if (entry.cachedInputTokens) parts.push(`cached ${entry.cachedInputTokens}`);
-    const label = [entry.provider, entry.model].filter(Boolean).join(" ");
-    return `${label ? `${label}: ` : ""}${parts.join(" · ")}`;
-  });
-  return `tokens: ${texts.join("; ")}`;
-}
-
-// What the RUN_ERROR's failure details say (runs/services/failures.py shows the same on the run page).
-// Provider response bodies are never stored, so there is none to show.
-function failureFacts(event, run) {
-  const details = event.rawEvent?.failure?.details ?? {};
-  const facts = el("dl", "failure-facts");
-  const fact = (label, value, className = "") => {
-    if (value === undefined || value === null || value === "") return;
-    facts.append(el("dt", null, label), el("dd", className, value));
-  };
-  fact("Code", event.code, "mono failure-code");
-  fact("Exception", details.error_type, "mono failure-type");
-  fact("Its message", details.error_message, "failure-error-message");
-  fact("HTTP status", details.status_code, "failure-status");
-  fact("Provider code", details.provider_error_code, "mono failure-provider-code");
-  fact("Model", details.model_name, "mono");
-  if (run.attempt) fact("Attempt", `${run.attempt} · tool recovery ${run.tool_recovery}`, "failure-attempt");
-  if (String(event.code ?? "").startsWith("model_")) {
-    const note = el("dd", "sub failure-body-note", "The provider's response body is not stored: it can echo prompts and secrets.");
-    facts.append(note);
-  }
-  return facts;
-}
-
-// One visible entry of a lane: a message, a tool call, a terminal card, a group of harness events, ...
-class Item {
-  constructor(timeline, kind, frame, label) {
-    this.timeline = timeline;
-    this.kind = kind;
-    this.positions = [];
-    this.element = el("article", `item item-${kind}`);
-    this.element.id = `pos-${frame.position}`;
-    this.timestamp = frame.event.timestamp;
-    const head = el("header", "item-head");
-    this.label = el("span", "item-label", label);
-    this.extra = el("span", "item-extra");
-    head.append(
-      this.label,
-      this.extra,
-      timeline.timeElement(frame.event.timestamp),
-      link("item-pos", `#${frame.position}`, `#pos-${frame.position}`, "Permalink"),
-      link("item-raw", "raw", timeline.eventUrl(frame.position), "Raw JSON of this event"),
-    );
-    this.body = el("div", "item-body");
-    this.element.append(head, this.body);
-  }
-
-  claim(position) {
-    this.positions.push(position);
-    this.timeline.claim(position, this);
-  }
-
-  section(label, className = "") {
-    const section = el("div", `section ${className}`.trim());
-    section.append(el("div", "section-label", label));
-    this.body.append(section);
-    return section;
-  }
-
-  reveal() {}
-}
-
-// Consecutive harness CUSTOM events of one scope, collapsed; rows are built only when opened.
-// An oversized CUSTOM event arrives as `a13n.stream.fragment` events (spec 4.8): it gets one row, shown once
-// its last fragment is in, with the original name and value.
-class GroupItem extends Item {
-  constructor(timeline, frame) {
-    super(timeline, "group", frame, "harness events");
-    this.entries = [];
-    this.count = 0;
-    this.names = new Set();
-    this.details = el("details", "group");
-    this.summary = el("summary");
-    this.list = el("div", "group-list");
-    this.rendered = 0;
-    this.details.append(this.summary, this.list);
-    this.details.addEventListener("toggle", () => this.renderRows());
-    this.body.append(this.details);
-  }
-
-  add(frame) {
-    this.count += 1;
-    this.claim(frame.position);
-    const event = frame.event;
-    if (event.name === FRAGMENT_EVENT_NAME) {
-      const whole = this.timeline.assemble(event.value);
-      if (whole) {
-        this.entries.push({ position: frame.position, name: whole.name, value: whole.value, note: whole.note });
-        this.names.add(whole.name);
-      }
-    } else {
-      this.entries.push({ position: frame.position, name: event.name, value: event.value });
-      this.names.add(event.name);
-    }
-    const labels = Array.from(new Set(Array.from(this.names, (name) => this.timeline.eventLabel(name))));
-    const shown = labels.slice(0, 3).join(", ") + (labels.length > 3 ? `, +${labels.length - 3} more` : "");
-    this.summary.textContent = `${plural(this.count, "harness event")}: ${shown}`;
-    this.summary.title = Array.from(this.names).join(", ");
-    if (this.details.open) this.renderRows();
-  }
-
-  renderRows() {
-    if (!this.details.open) return;
-    for (; this.rendered < this.entries.length; this.rendered += 1) {
-      const entry = this.entries[this.rendered];
-      const row = el("div", "group-row");
-      row.dataset.pos = entry.position;
-      row.append(
-        link("item-pos", `#${entry.position}`, `#pos-${entry.position}`),
-        el("span", "group-name", `${this.timeline.eventLabel(entry.name)}${entry.note ? ` (${entry.note})` : ""}`),
-        link("item-raw", "raw", this.timeline.eventUrl(entry.position)),
-        el("code", "group-raw-name sub", entry.name),
-        el("pre", "json", pretty(entry.value)),
-      );
-      this.list.append(row);
-    }
-  }
-
-  reveal(position) {
-    this.details.open = true;
-    this.renderRows();
-    return this.list.querySelector(`[data-pos="${position}"]`);
-  }
-}
-
-// Where items of one run (root) or one inline child run go.
-class Scope {
-  constructor(timeline, lane, container, item) {
-    this.timeline = timeline;
-    this.lane = lane;
-    this.container = container; // null: the lane's own column of the timeline
-    this.item = item; // the nested-lane item of a child run
-    this.messages = new Map();
-    this.tools = new Map();
-    this.group = null;
-    this.modelRequest = null; // {startedAt, firstAt, item} of the model request under way
-  }
-
-  // The run of this scope ended: no tool of it is running any more.
-  stopTools() {
-    for (const tool of this.tools.values()) this.timeline.stopRunning(tool);
-  }
-
-  // The first item a model response produced carries the response's latency.
-  modelItem(item, timestamp) {
-    const request = this.modelRequest;
-    if (!request || request.item || typeof timestamp !== "number") return;
-    request.item = item;
-    request.firstAt = timestamp;
-    item.latency = el("span", "model-latency");
-    item.latency.textContent = `first part after ${formatDuration((timestamp - request.startedAt) / 1000)}`;
-    item.label.after(item.latency);
-  }
-
-  modelRequestEnded(timestamp) {
-    const request = this.modelRequest;
-    this.modelRequest = null;
-    if (!request?.item || typeof timestamp !== "number") return;
-    const first = formatDuration((request.firstAt - request.startedAt) / 1000);
-    const whole = formatDuration((timestamp - request.startedAt) / 1000);
-    request.item.latency.textContent = `model: first part after ${first}, response in ${whole}`;
-  }
-
-  // Tool calls of this scope still without a result when the run ended: cut short, never to return.
-  interruptOpenTools(why) {
-    for (const tool of this.tools.values()) {
-      const classes = tool.element.classList;
-      if (classes.contains("has-result") || classes.contains("interrupted") || tool.outcome) continue;
-      classes.remove("streaming");
-      classes.add("interrupted");
-      const mark = el("span", "badge tool-interrupted", "interrupted");
-      mark.title = why;
-      tool.extra.after(mark);
-    }
-  }
-
-  add(item) {
-    if (this.container) {
-      this.container.append(item.element);
-    } else {
-      this.lane.opening(item);
-      this.lane.items.push(item);
-      this.timeline.place(item.element, this.lane.column);
-    }
-    this.group = null;
-    return item;
-  }
-}
-
-class Lane {
-  constructor(timeline, summary) {
-    this.timeline = timeline;
-    this.pk = summary.pk;
-    this.column = timeline.lanes.size + 1;
-    this.summary = {
-      status: "",
-      reason: "",
-      number: "",
-      run_id: "",
-      started_at: null,
-      finished_at: null,
-      attempt: null,
-      tool_recovery: "",
-      tokens: null,
-    };
-    this.placed = false;
-    this.head = timeline.root.querySelector(`.lane-head[data-run="${this.pk}"]`);
-    if (!this.head) {
-      this.head = el("header", "lane-head");
-      this.head.dataset.run = this.pk;
-      this.head.append(document.getElementById("lane-head-template").content.cloneNode(true));
-      timeline.heads.append(this.head);
-    }
-    this.firstTimestamp = null;
-    this.lastTimestamp = null;
-    this.previousTimestamp = null;
-    this.resetScopes();
-    this.update(summary);
-  }
-
-  resetScopes() {
-    this.scopes = new Map([["", new Scope(this.timeline, this, null, null)]]);
-    this.items = []; // the run's own top-level items, in order (what a comparison lines up)
-    this.count = 0;
-  }
-
-  update(summary) {
-    for (const key of Object.keys(this.summary)) {
-      if (summary[key] !== undefined && summary[key] !== null && summary[key] !== "") this.summary[key] = summary[key];
-    }
-    const { run_id: runId, number, reason, status } = this.summary;
-    const run = this.head.querySelector(".lane-run");
-    run.textContent = runId || "run not started";
-    run.href = this.timeline.runUrl(this.pk);
-    if (number !== "") this.head.querySelector(".lane-number").textContent = `run ${number}`;
-    const reasonElement = this.head.querySelector(".lane-reason");
-    reasonElement.textContent = reason;
-    reasonElement.className = `lane-reason reason-${reason}`;
-    setStatus(this.head.querySelector(".lane-status"), status);
-    if (status !== "running") for (const scope of this.scopes.values()) scope.stopTools();
-    this.renderDuration();
-    this.renderTokens();
-    this.timeline.renderTotals();
-  }
-
-  renderTokens() {
-    const tokens = this.summary.tokens;
-    if (!tokens) return;
-    this.head.querySelector(".lane-tokens").textContent = `${tokens.input} in · ${tokens.output} out tokens`;
-  }
-
-  // The lane's first item: the gap since the lane before it ended is drawn above it, with its cause.
-  opening(item) {
-    if (this.placed) return;
-    this.placed = true;
-    const before = Array.from(this.timeline.lanes.values()).find((lane) => lane.column === this.column - 1);
-    const start = item.timestamp;
-    if (!before || before.lastTimestamp === null || typeof start !== "number") return;
-    const { reason } = this.summary;
-    let cause = "before the next run";
-    if (reason === "resume") cause = "from the answer to the resuming run";
-    if (reason === "recovery") cause = before.summary.status === "abandoned" ? "lease expired, then recovery" : "until recovery";
-    this.timeline.gap(start - before.lastTimestamp, cause, this.column);
-  }
-
-  saw(frame) {
-    this.count += 1;
-    this.previousTimestamp = this.lastTimestamp;
-    this.timeline.origin ??= typeof frame.event.timestamp === "number" ? frame.event.timestamp : null;
-    const timestamp = frame.event.timestamp;
-    if (typeof timestamp === "number") {
-      if (this.firstTimestamp === null) this.firstTimestamp = timestamp;
-      this.lastTimestamp = timestamp;
-    }
-  }
-
-  renderDuration() {
-    const { started_at: startedAt, finished_at: finishedAt, status } = this.summary;
-    const start = startedAt ? Date.parse(startedAt) : this.firstTimestamp;
-    if (start === null || Number.isNaN(start)) return;
-    let end = finishedAt ? Date.parse(finishedAt) : null;
-    if (end === null && status === "running") end = Date.now();
-    if (end === null) end = this.lastTimestamp;
-    if (end === null) return;
-    this.head.querySelector(".lane-duration").textContent = formatDuration(Math.max(0, end - start) / 1000);
-  }
-
-  renderCount() {
-    this.head.querySelector(".lane-count").textContent = plural(this.count, "event");
-  }
-
-  // The scope of a child run; a child seen before its SUBAGENT_STARTED gets a nested lane at the top level.
-  scope(subagentRunId, frame) {
-    let scope = this.scopes.get(subagentRunId);
-    if (!scope) scope = this.nest(this.scopes.get(""), null, subagentRunId, subagentRunId, frame);
-    return scope;
-  }
-
-  nest(parent, tool, runId, name, frame) {
-    const item = new Item(this.timeline, "subagent", frame, `subagent ${name}`);
-    item.extra.textContent = runId;
-    item.status = el("span", "badge status-running", "running");
-    item.extra.after(item.status);
-    const body = el("div", "nested-lane-body");
-    item.body.append(body);
-    if (tool) {
-      tool.children.append(item.element);
-    } else {
-      parent.add(item);
-    }
-    const scope = new Scope(this.timeline, this, body, item);
-    this.scopes.set(runId, scope);
-    return scope;
-  }
-}
-
-const HANDLERS = {
-  RUN_STARTED(timeline, scope, frame, event) {
-    const item = scope.add(new Item(timeline, "marker", frame, "run started"));
-    item.extra.textContent = event.runId;
-    item.claim(frame.position);
-  },
-
-  TEXT_MESSAGE_START(timeline, scope, frame, event) {
-    timeline.message(scope, frame, event).claim(frame.position);
-  },
-  TEXT_MESSAGE_CONTENT(timeline, scope, frame, event) {
-    const item = timeline.message(scope, frame, event);
-    item.text.appendData(event.delta);
-    item.claim(frame.position);
-  },
-  TEXT_MESSAGE_END(timeline, scope, frame, event) {
-    const item = timeline.message(scope, frame, event);
-    item.element.classList.remove("streaming");
-    item.claim(frame.position);
-  },
-
-  REASONING_MESSAGE_START(timeline, scope, frame, event) {
-    timeline.reasoning(scope, frame, event.messageId).claim(frame.position);
-  },
-  REASONING_MESSAGE_CONTENT(timeline, scope, frame, event) {
-    const item = timeline.reasoning(scope, frame, event.messageId);
-    item.text.appendData(event.delta);
-    item.summary.textContent = `reasoning · ${plural(item.text.length, "character")}`;
-    item.claim(frame.position);
-  },
-  REASONING_MESSAGE_END(timeline, scope, frame, event) {
-    const item = timeline.reasoning(scope, frame, event.messageId);
-    item.element.classList.remove("streaming");
-    item.claim(frame.position);
-  },
-  REASONING_ENCRYPTED_VALUE(timeline, scope, frame, event) {
-    const item = timeline.reasoning(scope, frame, event.entityId);
-    // The provider's opaque reasoning signature: kept for the next request, nothing a person can read.
-    item.extra.textContent = "signed by the provider (not readable)";
-    item.claim(frame.position);
-  },
-
-  TOOL_CALL_START(timeline, scope, frame, event) {
-    timeline.tool(scope, frame, event.toolCallId, event.toolCallName).claim(frame.position);
-  },
-  TOOL_CALL_ARGS(timeline, scope, frame, event) {
-    const item = timeline.tool(scope, frame, event.toolCallId);
-    item.rawArgs += event.delta;
-    item.args.textContent = item.rawArgs;
-    item.claim(frame.position);
-  },
-  TOOL_CALL_END(timeline, scope, frame, event) {
-    const item = timeline.tool(scope, frame, event.toolCallId);
-    item.args.textContent = item.rawArgs ? pretty(item.rawArgs) : "(no arguments)";
-    item.element.classList.remove("streaming");
-    item.calledAt = frame.event.timestamp;
-    if (scope.lane.summary.status === "running" && !item.element.classList.contains("has-result")) timeline.startRunning(item);
-    item.claim(frame.position);
-  },
-  TOOL_CALL_RESULT(timeline, scope, frame, event) {
-    const item = timeline.tool(scope, frame, event.toolCallId);
-    item.element.classList.remove("streaming");
-    timeline.stopRunning(item);
-    if (typeof item.calledAt === "number" && typeof frame.event.timestamp === "number") {
-      const took = el("span", "tool-duration", `took ${formatDuration((frame.event.timestamp - item.calledAt) / 1000)}`);
-      item.extra.after(took);
-    }
-    item.element.classList.add("has-result");
-    item.result.hidden = false;
-    item.result.querySelector("pre").textContent = pretty(event.content);
-    item.claim(frame.position);
-  },
-
-  RUN_FINISHED(timeline, scope, frame, event) {
-    const outcome = event.outcome?.type ?? "success";
-    scope.stopTools();
-    let item;
-    if (outcome === "interrupt") {
-      item = scope.add(new Item(timeline, "interrupt", frame, "waiting for approval"));
-      for (const interrupt of event.outcome.interrupts ?? []) item.body.append(timeline.interruptCard(interrupt));
-    } else if (outcome === "cancelled") {
-      item = scope.add(new Item(timeline, "cancelled", frame, "run cancelled"));
-      scope.interruptOpenTools("cancelled before it returned");
-    } else {
-      item = scope.add(new Item(timeline, "finished", frame, "run finished"));
-      if (event.result !== undefined) item.section("result").append(el("pre", "json", pretty(event.result)));
-    }
-    const usage = usageText(event.usage);
-    if (usage) item.body.append(el("div", "usage", usage));
-    item.claim(frame.position);
-  },
-  RUN_ERROR(timeline, scope, frame, event) {
-    scope.stopTools();
-    const item = scope.add(new Item(timeline, "error", frame, "run failed"));
-    scope.interruptOpenTools("the run failed before it returned");
-    if (event.code) item.extra.textContent = event.code;
-    item.body.append(el("div", "error-message", event.message));
-    item.body.append(failureFacts(event, scope.lane.summary));
-    const usage = usageText(event.usage);
-    if (usage) item.body.append(el("div", "usage", usage));
-    item.claim(frame.position);
-  },
-
-  SUBAGENT_STARTED(timeline, scope, frame, event) {
-    const lane = scope.lane;
-    let child = lane.scopes.get(event.subagentRunId);
-    if (!child) {
-      const parent = lane.scopes.get(event.parentSubagentRunId ?? "") ?? scope;
-      const tool = parent.tools.get(event.parentToolCallId);
-      child = lane.nest(parent, tool, event.subagentRunId, event.name ?? event.subagentRunId, frame);
-    }
-    child.item.claim(frame.position);
-  },
-  SUBAGENT_FINISHED(timeline, scope, frame) {
-    const item = scope.item ?? timeline.generic(scope, frame);
-    setStatus(item.status, "completed");
-    item.claim(frame.position);
-  },
-  SUBAGENT_ERROR(timeline, scope, frame, event) {
-    const item = scope.item ?? timeline.generic(scope, frame);
-    setStatus(item.status, "failed");
-    item.body.append(el("div", "error-message", [event.code, event.message].filter(Boolean).join(": ")));
-    item.claim(frame.position);
-  },
-
-  CUSTOM(timeline, scope, frame, event) {
-    if (event.name === LIFECYCLE_EVENT_NAME) {
-      const type = event.value?.event?.payload?.type;
-      if (type === "model_request_started") scope.modelRequest = { startedAt: frame.event.timestamp, firstAt: null, item: null };
-      if (type === "model_request_completed" || type === "model_request_failed") scope.modelRequestEnded(frame.event.timestamp);
-    }
-    if (event.name === DECISION_EVENT_NAME) {
-      const lane = scope.lane;
-      if (lane.previousTimestamp !== null && typeof frame.event.timestamp === "number") {
-        const waited = frame.event.timestamp - lane.previousTimestamp;
-        timeline.gap(waited, event.value?.expired ? "waiting for approval, then expired" : "waiting for approval", lane.column);
-      }
-      timeline.decision(scope, frame, event.value ?? {}).claim(frame.position);
-      return;
-    }
-    if (typeof event.name === "string" && event.name.startsWith("a13n.input.")) {
-      const input = event.value?.event ?? {};
-      const item = scope.add(new Item(timeline, "input", frame, `input · ${input.source ?? event.name.slice(11)}`));
-      item.body.append(el("div", "message-text", typeof input.content === "string" ? input.content : pretty(input)));
-      item.claim(frame.position);
-      return;
-    }
-    if (!scope.group) {
-      const group = scope.add(new GroupItem(timeline, frame));
-      scope.group = group;
-    }
-    scope.group.add(frame);
-  },
-};
-
-class Timeline {
+export class Timeline {
   constructor(root, config) {
     this.root = root;
     this.config = config;
     this.status = document.getElementById("execution-status");
     this.connection = document.getElementById("connection");
-    this.cursor = 0; // last position received: where a reconnect resumes
+    this.feed = new Feed((frame) => this.apply(frame), () => this.drawn(), config.constants.batchBudgetMs);
     this.rendered = 0; // last position drawn
-    this.queue = [];
-    this.queueHead = 0;
-    this.scheduled = false;
     this.heads = root.querySelector(".lane-heads");
     this.lanes = new Map();
     this.byPosition = new Map();
@@ -607,11 +36,10 @@ class Timeline {
     this.running = new Set(); // tool cards whose call is under way
     const toggle = document.getElementById("compare-toggle");
     this.comparison = toggle ? new LaneComparison(this, toggle, document.getElementById("compare")) : null;
-    this.fragments = new Map();
+    this.fragments = new FragmentAssembler();
     this.touched = new Set();
     this.wanted = null;
     this.resets = 0;
-    this.received = 0; // event frames received, duplicates included
     this.subscriptions = []; // the cursor sent with each subscribe
     for (const summary of config.runs) this.lane(summary);
     window.addEventListener("hashchange", () => this.want(location.hash));
@@ -657,7 +85,7 @@ class Timeline {
 
   // A pause on the time axis, across all lanes: its length grows with the pause (log scale), labelled.
   gap(ms, cause, column) {
-    if (!(ms >= GAP_MIN_MS)) return;
+    if (!(ms >= this.config.constants.gapMinMs)) return;
     const gap = el("div", "time-gap");
     gap.style.setProperty("--gap-size", `${Math.min(6, 1 + Math.log2(1 + ms / 1000) * 0.5)}rem`);
     gap.dataset.column = column;
@@ -693,7 +121,7 @@ class Timeline {
     if (!element || this.lanes.size === 0) return;
     const lanes = Array.from(this.lanes.values());
     const starts = lanes.map((lane) => Date.parse(lane.summary.started_at)).filter((ms) => !Number.isNaN(ms));
-    const active = lanes.some((lane) => lane.summary.status === "running") || ACTIVE_STATUSES.has(this.executionStatus);
+    const active = lanes.some((lane) => lane.summary.status === "running") || this.config.constants.activeStatuses.includes(this.executionStatus);
     const ends = lanes.map((lane) => Date.parse(lane.summary.finished_at)).filter((ms) => !Number.isNaN(ms));
     const parts = [plural(lanes.length, "run")];
     if (starts.length) {
@@ -833,7 +261,7 @@ class Timeline {
     item.element.querySelector(".item-time").title = value.decided_at ?? "";
     if (value.expired) item.body.append(el("div", "decision-note", "No answer arrived before the approval timeout."));
     for (const call of calls) {
-      const verdict = call.edits?.length ? "approved with edited arguments" : (VERDICTS[call.verdict] ?? call.verdict);
+      const verdict = call.edits?.length ? "approved with edited arguments" : (this.config.constants.verdicts[call.verdict] ?? call.verdict);
       const row = el("div", `decided-call verdict-${call.verdict}`);
       const head = el("div", "decided-head");
       head.append(el("code", "tool-name", call.tool_name), el("span", "badge verdict", verdict), el("span", "mono sub", call.tool_call_id));
@@ -885,24 +313,6 @@ class Timeline {
     outcome.replaceChildren(outcome.firstChild, el("div", "outcome-text", `${verdict} by ${who}${call.message ? `: ${call.message}` : ""}`));
   }
 
-  // The original CUSTOM event once all fragments of `value.id` are in (null before, or if they do not parse).
-  assemble(value) {
-    let parts = this.fragments.get(value.id);
-    if (!parts) {
-      parts = new Array(value.count).fill(null);
-      this.fragments.set(value.id, parts);
-    }
-    parts[value.index] = value.data;
-    if (parts.some((part) => part === null)) return null;
-    this.fragments.delete(value.id);
-    try {
-      const event = JSON.parse(parts.join(""));
-      return { name: event.name, value: event.value, note: `reassembled from ${parts.length} fragments` };
-    } catch {
-      return null;
-    }
-  }
-
   generic(scope, frame) {
     const item = scope.add(new Item(this, "generic", frame, frame.event.type));
     item.body.append(el("pre", "json", pretty(frame.event)));
@@ -914,16 +324,16 @@ class Timeline {
   receive(message) {
     switch (message.type) {
       case "event":
-        this.enqueue(message);
+        this.feed.push(message);
         break;
       case "events":
-        for (const frame of message.events) this.enqueue(frame);
+        for (const frame of message.events) this.feed.push(frame);
         break;
       case "status":
         this.executionStatus = message.status;
         setStatus(this.status, message.status);
         if (message.status !== "waiting") for (const callId of this.formLinks.keys()) this.closeFormLink(callId, "no longer open");
-        for (const form of document.querySelectorAll("form.cancel")) form.hidden = !ACTIVE_STATUSES.has(message.status);
+        for (const form of document.querySelectorAll("form.cancel")) form.hidden = !this.config.constants.activeStatuses.includes(message.status);
         // Once a worker took the run, the page no longer waits for the queue.
         if (message.status !== "queued") document.getElementById("queue-wait")?.remove();
         for (const run of message.runs ?? []) this.lane(run).update(run);
@@ -945,17 +355,18 @@ class Timeline {
     }
   }
 
-  enqueue(frame) {
-    this.received += 1;
-    if (frame.position <= this.cursor) return; // already have it (never expected; cheap to guard)
-    this.cursor = frame.position;
-    this.queue.push(frame);
-    this.schedule();
+  // Read by the browser tests: what the feed received and where a reconnect resumes.
+  get received() {
+    return this.feed.received;
+  }
+
+  get cursor() {
+    return this.feed.cursor;
   }
 
   onError(message) {
     this.setConnection("error", `${message.code}: ${message.message}`);
-    if (CURSOR_ERRORS.has(message.code) && this.resets < MAX_RESETS) {
+    if (this.config.constants.cursorErrors.includes(message.code) && this.resets < this.config.constants.maxResets) {
       // Our cursor no longer fits this timeline (e.g. the database was restored): start over from nothing.
       this.resets += 1;
       this.reset();
@@ -965,10 +376,8 @@ class Timeline {
 
   reset() {
     for (const child of Array.from(this.root.children)) if (child !== this.heads) child.remove();
-    this.cursor = 0;
+    this.feed.reset();
     this.rendered = 0;
-    this.queue = [];
-    this.queueHead = 0;
     this.byPosition.clear();
     this.toolsById = new Map(Object.entries(this.config.inheritedTools ?? {}));
     this.toolCards.clear();
@@ -990,28 +399,8 @@ class Timeline {
 
   // --- drawing ---
 
-  schedule() {
-    if (this.scheduled) return;
-    this.scheduled = true;
-    requestAnimationFrame(() => this.drain());
-  }
-
-  drain() {
-    this.scheduled = false;
-    const started = performance.now();
-    let applied = 0;
-    while (this.queueHead < this.queue.length) {
-      this.apply(this.queue[this.queueHead]);
-      this.queueHead += 1;
-      applied += 1;
-      if (applied % 64 === 0 && performance.now() - started > BATCH_BUDGET_MS) break;
-    }
-    if (this.queueHead === this.queue.length) {
-      this.queue = [];
-      this.queueHead = 0;
-    } else {
-      this.schedule();
-    }
+  // After each batch the feed drew: positions on the items, counts, the comparison, a wanted permalink.
+  drawn() {
     for (const item of this.touched) item.element.dataset.positions = item.positions.join(" ");
     this.touched.clear();
     for (const lane of this.lanes.values()) lane.renderCount();

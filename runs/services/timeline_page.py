@@ -1,0 +1,64 @@
+"""What the execution page's script is given (its `timeline-config` json_script): the execution, its lanes,
+addresses, labels, and the constants the script would otherwise have to repeat.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.urls import reverse
+
+from observers.agui.envelopes import HARNESS_PREFIX
+from observers.agui.fragments import FRAGMENT_EVENT_NAME
+from runs.models import ACTIVE_EXECUTION_STATUSES, Execution
+
+from . import provenance
+from .decision_items import DECISION_EVENT_NAME
+from .event_labels import EVENT_LABELS
+from .timeline import Lane
+
+# The error codes the timeline socket closes with when the client's cursor does not fit this timeline
+# (observers/consumers.py); the page starts over from nothing, at most MAX_RESETS times.
+CURSOR_ERRORS = ("cursor_beyond_end", "cursor_execution_mismatch", "bad_cursor")
+MAX_RESETS = 3
+# How long one drawing batch may take before the page yields to the browser (ms).
+BATCH_BUDGET_MS = 12
+# A pause between runs shorter than this is not drawn (ms).
+GAP_MIN_MS = 1000
+# How a decision item names each verdict.
+VERDICT_LABELS = {
+    "approved": "approved",
+    "denied": "denied",
+    "expired": "expired",
+    "external_result": "result entered",
+    "answered": "answered",
+    "cancelled": "cancelled",
+}
+
+
+def page_config(execution: Execution, lanes: list[Lane]) -> dict[str, Any]:
+    return {
+        "execution": execution.pk,
+        "status": execution.status,
+        "socket": f"/ws/executions/{execution.pk}/",
+        "runs": [lane.summary() for lane in lanes],
+        # The script substitutes the position / run pk for the trailing 0.
+        "eventUrl": reverse("runs:event", args=[execution.pk, 0]),
+        "runUrl": reverse("runs:run", args=[0]),
+        "approvalsUrl": reverse("runs:approvals"),
+        "eventLabels": EVENT_LABELS,
+        "inheritedTools": provenance.inherited_tool_names(execution),
+        "timeZone": settings.TIME_ZONE,
+        "constants": {
+            "batchBudgetMs": BATCH_BUDGET_MS,
+            "cursorErrors": CURSOR_ERRORS,
+            "maxResets": MAX_RESETS,
+            "gapMinMs": GAP_MIN_MS,
+            "fragmentEventName": FRAGMENT_EVENT_NAME,
+            "decisionEventName": DECISION_EVENT_NAME,
+            "lifecycleEventName": HARNESS_PREFIX + "lifecycle",
+            "verdicts": VERDICT_LABELS,
+            "activeStatuses": [str(status) for status in ACTIVE_EXECUTION_STATUSES],
+        },
+    }
