@@ -27,9 +27,15 @@ export function describe(item) {
       };
     case "marker":
       return { kind: "marker", head: label, text: "" };
+    case "error":
+      return { kind: "error", head: label, text: item.body.querySelector(".error-message")?.textContent ?? "" };
     default:
       return { kind: item.kind, head: label, text: item.body.textContent };
   }
+}
+
+function article(kind) {
+  return `${/^[aeiou]/.test(kind) ? "an" : "a"} ${kind}`;
 }
 
 function commonPrefix(a, b) {
@@ -41,7 +47,7 @@ function commonPrefix(a, b) {
 // Why two described items differ (null when they do not).
 export function difference(left, right) {
   if (!left || !right) return left ? "only in the left run" : "only in the right run";
-  if (left.kind !== right.kind) return `a ${left.kind} on the left, a ${right.kind} on the right`;
+  if (left.kind !== right.kind) return `${article(left.kind)} on the left, ${article(right.kind)} on the right`;
   if (left.head !== right.head) return `${left.head} on the left, ${right.head} on the right`;
   if ((left.args ?? "") !== (right.args ?? "")) return "the arguments differ";
   if (left.text !== right.text) {

@@ -89,6 +89,8 @@ def test_two_lanes_line_up_and_the_first_divergence_is_marked(operator_page, liv
     expect(divergence.locator(".compare-index")).to_have_text("3")
     expect(divergence.locator(".compare-note")).to_have_text("first divergence the arguments differ")
     expect(compare.locator(".compare-verdict")).to_have_text("The runs diverge at step 3.")
+    expect(rows.nth(3).locator(".compare-left")).to_have_text("run failed · The worker stopped.")
+    expect(rows.nth(3).locator(".compare-note")).to_have_text("an error on the left, a message on the right")
     screenshot(page, "timeline-compare.png")
 
     # The same run on both sides: nothing diverges.
