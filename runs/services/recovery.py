@@ -27,7 +27,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from rq import Queue
-from rq.job import JobStatus
+from rq.job import Job, JobStatus
 
 from observers.agui import HarnessAguiStreamObserver
 from runs.harness.deferred import DeferredToolResume
@@ -307,6 +307,15 @@ def requeue_if_lost(queue: Queue, run: Run, *, now: datetime) -> bool:
     if run.created_at > now - timedelta(seconds=run.policy_version.lease_seconds):
         return False
     job = queue.fetch_job(queueing.job_id(run.pk))
-    if job is not None and job.get_status(refresh=False) in (JobStatus.QUEUED, JobStatus.SCHEDULED):
+    if job is not None and _waiting_for_a_worker(queue, job):
         return False
     return queueing.send_job(run.pk)
+
+
+def _waiting_for_a_worker(queue: Queue, job: Job) -> bool:
+    # A worker killed between taking the job off the queue and marking it started leaves it "queued" but in no
+    # queue: only a job that is still in the queue's list (or scheduled) will be picked up.
+    status = job.get_status(refresh=False)
+    if status == JobStatus.SCHEDULED:
+        return True
+    return status == JobStatus.QUEUED and queue.get_job_position(job.id) is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from datetime import timedelta
 
+import django_rq
 import pytest
 import redis
 from django.core.management import CommandError, call_command
@@ -12,7 +13,7 @@ from django.utils import timezone
 
 from runs.management.commands.harness_recover import sole_sweeper_on_sqlite
 from runs.models import Execution, ExecutionStatus, HostPolicyVersion, Run, RunStatus, TimelineEvent
-from runs.services import recovery, runner, sweeper_passes
+from runs.services import queueing, recovery, runner, sweeper_passes
 from runs.services.sweep_failures import SWEEP_FAILED
 from tests.host import builders
 from tests.host.conftest import DEMO_TOOLS
@@ -140,3 +141,19 @@ def test_a_second_sweeper_on_sqlite_is_refused():
     out = io.StringIO()
     call_command("harness_recover", stdout=out)
     assert out.getvalue().startswith("sweep:")
+
+
+def test_a_job_taken_off_the_queue_by_a_worker_that_died_at_once_is_sent_again(redis_settings):
+    """The worker popped the job and was killed before marking it started: "queued", but in no queue."""
+    run = old_queued_run_with_lease_seconds(5)
+    queue = django_rq.get_queue("default")
+    queueing.send_job(run.pk)
+    recovery.sweep()
+    assert queue.get_job_ids() == [queueing.job_id(run.pk)], "a job still waiting in the queue is left alone"
+
+    queue.connection.lrem(queue.key, 0, queueing.job_id(run.pk))
+    assert queue.fetch_job(queueing.job_id(run.pk)).get_status() == "queued"
+    report = recovery.sweep()
+
+    assert report.requeued == 1
+    assert queue.get_job_ids() == [queueing.job_id(run.pk)]
