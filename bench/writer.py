@@ -2,7 +2,7 @@
 
 Items go through the worker's `BatchWriter` (adaptive batches); a batch is written by `RunProjection.record`; at a
 checkpoint boundary the batch is flushed and `checkpoints.record` stores the state the stream exported there;
-the result goes through `runner._record_result`. Every write goes through `sync_to_async`, as in the worker.
+the result goes through `BatchWriter.finish` with `runner._record_result`. Every write goes through `sync_to_async`, as in the worker.
 `pace` (items per second) spaces the items out like a live run; `committed(first, last, at)` learns when the
 batch holding source items `first..last` committed; `created(position, at)` learns when an item was handed to
 the writer (as the engine yields it). `export(boundary)` stands for the stream's `export_state()`
@@ -53,14 +53,14 @@ async def write_like_worker(
         def __init__(self) -> None:
             self.first = start
 
-        def record(self, batch, *, lease):
+        def record(self, batch, *, lease, **options):
             if committed is None:
-                return projection.record(batch, lease=lease)
+                return projection.record(batch, lease=lease, **options)
             first, last = self.first, self.first + len(batch) - 1
             self.first = last + 1
             with transaction.atomic():
                 transaction.on_commit(lambda: committed(first, last, time.time()))
-                return projection.record(batch, lease=lease)
+                return projection.record(batch, lease=lease, **options)
 
     chain = checkpoints.CheckpointChain()
     async with worker_sender():
@@ -74,6 +74,8 @@ async def write_like_worker(
             item = synthetic.items[position]
             if created is not None:
                 created(position, time.time())
+            if isinstance(item, HarnessRunResultEvent):
+                break
             await writer.add(item)
             boundary = boundaries.get(position)
             if boundary is not None:
@@ -88,9 +90,9 @@ async def write_like_worker(
                     metadata={"boundary": boundary.boundary},
                     chain=chain,
                 )
-            elif isinstance(item, HarnessRunResultEvent):
-                await writer.flush()
-        await writer.close()
+        await writer.flush()
         ended = time.perf_counter()
-        await db(runner._record_result)(run, lease, synthetic.items[-1].result, writer.last_index, chain)
+        result = synthetic.items[-1]
+        await writer.finish(result, lambda last: runner._record_result(run, lease, result.result, last, chain))
+        await writer.close()
         return time.perf_counter() - ended

@@ -103,13 +103,14 @@ class BatchWriter:
         """Write the stream's last item and the run's outcome in one transaction, after everything before it.
 
         A worker that dies between the two would otherwise leave a journal that ends with the result while the
-        run still looks unfinished, and recovery would redo work that already completed.
+        run still looks unfinished, and recovery would redo work that already completed. The result's state is
+        not journaled: `record_outcome` stores it as the checkpoint at the index it is given.
         """
         await self.flush()
 
         def write() -> T:
             with transaction.atomic():
-                entries = self._projection.record([last], lease=self._lease)
+                entries = self._projection.record([last], lease=self._lease, state_checkpointed=True)
                 self.last_index = entries[-1].index
                 return record_outcome(self.last_index)
 

@@ -7,7 +7,9 @@ records the codec version it was written with; rows of an older version are upgr
 Version history:
 1. flat layout ``{"item": "event"|"extension"|"result", "thread_id", "run_id", "sequence", "occurred_at",
    "data"}`` with extension events stored without their ``schema_version``.
-2. (current) the identity fields plus a ``body`` discriminated by ``source``; extension events stored whole.
+2. the identity fields plus a ``body`` discriminated by ``source``; extension events stored whole.
+3. (current) a result body may say ``state_checkpointed`` instead of holding its state: the Host stores that state
+   once, as the checkpoint recorded at the result's journal index, and the journal reader loads it from there.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ __all__ = (
     "encode_resume",
 )
 
-CODEC_VERSION = 2
+CODEC_VERSION = 3
 
 
 class CodecError(ValueError):
@@ -61,6 +63,7 @@ class _ResultBody(BaseModel):
     status: RunStatus
     output: JsonValue = None
     state: HarnessState | None = None
+    state_checkpointed: bool = False
     failure: SafeFailure | None = None
     suspend_reason: SuspendReason | None = None
     deferred: DeferredToolRequests | None = None
@@ -102,17 +105,23 @@ def item_kind(item: HarnessStreamEvent[Any]) -> str:
     return str(getattr(event, "event_kind", type(event).__name__))[:64]
 
 
-def encode_item(item: HarnessStreamEvent[Any]) -> EncodedItem:
-    """Encode one stream item with the current codec version."""
+def encode_item(item: HarnessStreamEvent[Any], *, state_checkpointed: bool = False) -> EncodedItem:
+    """Encode one stream item with the current codec version.
+
+    With `state_checkpointed` a result item leaves its state out and says so: the caller stores that state as
+    the checkpoint at the item's journal index, in the same transaction.
+    """
     state_json: str | None = None
     if isinstance(item, HarnessRunResultEvent):
         result = item.result
+        by_reference = state_checkpointed and result.state is not None
         # The state goes in as the JSON text it keeps (see `_with_state`), not through its parsed history.
-        state_json = None if result.state is None else result.state.model_dump_json()
+        state_json = None if result.state is None or by_reference else result.state.model_dump_json()
         body: _NativeBody | _ExtensionBody | _ResultBody = _ResultBody(
             status=result.status,
             output=json.loads(result.output_json()),
             state=None,
+            state_checkpointed=by_reference,
             failure=result.failure,
             suspend_reason=result.suspend_reason,
             deferred=result.deferred,
@@ -179,11 +188,22 @@ def _upgrade_v1(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _upgrade_v1}
+def _upgrade_v2(raw: dict[str, Any]) -> dict[str, Any]:
+    # Version 3 only added an optional key: a version-2 result holds its state inline.
+    return raw
 
 
-def decode_item(payload: str, codec_version: int) -> HarnessStreamEvent[Any]:
-    """Decode a stored item of any known codec version into the value the stream once yielded."""
+_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _upgrade_v1, 2: _upgrade_v2}
+
+
+def decode_item(
+    payload: str, codec_version: int, *, checkpointed_state: Callable[[], HarnessState] | None = None
+) -> HarnessStreamEvent[Any]:
+    """Decode a stored item of any known codec version into the value the stream once yielded.
+
+    A result whose state was stored as a checkpoint gets it from `checkpointed_state`; without one it is refused,
+    since a result silently missing its state would read as a result that never had one.
+    """
     if codec_version > CODEC_VERSION or codec_version < 1:
         raise CodecError(f"journal item has codec version {codec_version}; this Host reads 1..{CODEC_VERSION}")
     try:
@@ -195,12 +215,20 @@ def decode_item(payload: str, codec_version: int) -> HarnessStreamEvent[Any]:
         raise CodecError(f"undecodable journal item (codec version {codec_version}): {exc}") from exc
     body = stored.body
     if isinstance(body, _ResultBody):
+        state = body.state
+        if body.state_checkpointed:
+            if checkpointed_state is None:
+                raise CodecError(
+                    f"result item {stored.sequence} of run {stored.run_id} keeps its state in a checkpoint; "
+                    "read it through the journal"
+                )
+            state = checkpointed_state()
         result: HarnessRunResult[Any] = HarnessRunResult(
             thread_id=stored.thread_id,
             run_id=stored.run_id,
             status=body.status,
             output=body.output,
-            state=body.state,
+            state=state,
             failure=body.failure,
             suspend_reason=body.suspend_reason,
             deferred=body.deferred,

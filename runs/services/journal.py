@@ -18,8 +18,10 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 
 from runs.harness.events import HarnessRunResultEvent, HarnessStreamEvent
-from runs.models import JournalEntry, Run, RunStatus
+from runs.harness.state import HarnessState
+from runs.models import Checkpoint, CheckpointKind, JournalEntry, Run, RunStatus
 
+from . import checkpoints
 from .codec import decode_item, encode_item
 from .inserts import insert_rows
 from .leases import Lease, verify
@@ -93,19 +95,25 @@ def cursor_of(run: Run, sources: Sequence[str] | None = None) -> JournalCursor:
 
 
 def append(
-    run: Run, items: Sequence[HarnessStreamEvent[Any]], *, lease: Lease, cursor: JournalCursor | None = None
+    run: Run,
+    items: Sequence[HarnessStreamEvent[Any]],
+    *,
+    lease: Lease,
+    cursor: JournalCursor | None = None,
+    state_checkpointed: bool = False,
 ) -> AppendedBatch:
     """Append items in one transaction, after checking the lease, order and encoding; all or nothing.
 
     With `cursor` (the one the previous append returned to this run's writer) nothing is read back from
     the table; without it, the run's current cursor is read first. The returned cursor is valid once the
-    caller's transaction commits.
+    caller's transaction commits. With `state_checkpointed` a result item's state is left out of its row: the
+    caller records it, in the same transaction, as the checkpoint at that row's index.
     """
     if not items:
         return AppendedBatch([], cursor if cursor is not None else cursor_of(run))
     with transaction.atomic():
         verify(lease, "append to the journal")
-        encoded = [encode_item(item) for item in items]
+        encoded = [encode_item(item, state_checkpointed=state_checkpointed) for item in items]
         current = cursor if cursor is not None else cursor_of(run, list({entry.source_run_id for entry in encoded}))
         for item in items:
             if item.run_id == run.run_id and item.thread_id != current.thread_id:
@@ -150,7 +158,25 @@ def append(
 
 
 def decoded(entry: JournalEntry) -> HarnessStreamEvent[Any]:
-    return decode_item(entry.payload, entry.codec_version)
+    return _decode(entry.run_id, entry.index, entry.payload, entry.codec_version)
+
+
+def _decode(run_pk: int, index: int, payload: str, codec_version: int) -> HarnessStreamEvent[Any]:
+    return decode_item(payload, codec_version, checkpointed_state=lambda: _result_state(run_pk, index))
+
+
+def _result_state(run_pk: int, index: int) -> HarnessState:
+    """The state of the result at `index`: the terminal or failure-candidate checkpoint recorded with it."""
+    checkpoint = (
+        Checkpoint.objects.filter(
+            run_id=run_pk, journal_index=index, kind__in=(CheckpointKind.TERMINAL, CheckpointKind.FAILURE_CANDIDATE)
+        )
+        .order_by("-pk")
+        .first()
+    )
+    if checkpoint is None:
+        raise JournalError(f"the result at index {index} of run {run_pk} refers to a checkpoint that does not exist")
+    return checkpoints.load(checkpoint)
 
 
 def _page(run_pk: int, after: int, through: int | None) -> list[tuple[int, str, int]]:
@@ -162,15 +188,20 @@ def _page(run_pk: int, after: int, through: int | None) -> list[tuple[int, str, 
     return list(entries.values_list("index", "payload", "codec_version")[:_PAGE])
 
 
+def _decoded_page(run_pk: int, after: int, through: int | None) -> list[tuple[int, HarnessStreamEvent[Any]]]:
+    # Decoded here, in the database thread: a result may need its checkpoint read.
+    return [(index, _decode(run_pk, index, *row)) for index, *row in _page(run_pk, after, through)]
+
+
 async def read_prefix(run: Run, *, through: int | None = None) -> AsyncIterator[HarnessStreamEvent[Any]]:
     """The run's items from the first through index `through` (inclusive; all committed ones if `None`)."""
     after = -1
     while True:
-        page = await sync_to_async(_page)(run.pk, after, through)
-        for index, payload, codec_version in page:
+        page = await sync_to_async(_decoded_page)(run.pk, after, through)
+        for index, item in page:
             if index != after + 1:
                 raise JournalError(f"journal of run {run.pk} has a gap before index {index}")
-            yield decode_item(payload, codec_version)
+            yield item
             after = index
         if len(page) < _PAGE:
             return
@@ -183,11 +214,10 @@ def _run_finished(run_pk: int) -> bool:
 async def tail(run: Run, *, after: int = -1, poll_seconds: float = 0.2) -> AsyncIterator[HarnessStreamEvent[Any]]:
     """The run's items after index `after`, following new commits, until its terminal item or its end."""
     while True:
-        page = await sync_to_async(_page)(run.pk, after, None)
-        for index, payload, codec_version in page:
+        page = await sync_to_async(_decoded_page)(run.pk, after, None)
+        for index, item in page:
             if index != after + 1:
                 raise JournalError(f"journal of run {run.pk} has a gap before index {index}")
-            item = decode_item(payload, codec_version)
             yield item
             after = index
             if isinstance(item, HarnessRunResultEvent) and item.run_id == run.run_id:

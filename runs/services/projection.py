@@ -58,8 +58,12 @@ class RunProjection:
         # Built on the first write (it reads the run's policy version, which the worker does off its loop).
         self._redactor: TimelineRedactor | None = None
 
-    def record(self, items: Sequence[HarnessStreamEvent[Any]], *, lease: Lease) -> list[journal.Appended]:
+    def record(
+        self, items: Sequence[HarnessStreamEvent[Any]], *, lease: Lease, state_checkpointed: bool = False
+    ) -> list[journal.Appended]:
         """Journal the items and store their projection in one transaction (lease checked first).
+
+        `state_checkpointed` is passed on to `journal.append`.
 
         If the transaction fails the worker stops using this projection: the observer has already seen
         the items and only a rebuild from the journal (`resume()`) matches the database again. The same
@@ -69,7 +73,9 @@ class RunProjection:
             with transaction.atomic():
                 if self._cursor is None:
                     self._cursor = journal.cursor_of(self.run)
-                batch = journal.append(self.run, items, lease=lease, cursor=self._cursor)
+                batch = journal.append(
+                    self.run, items, lease=lease, cursor=self._cursor, state_checkpointed=state_checkpointed
+                )
                 last_position = self._store(list(zip(batch.entries, items, strict=True)))
         except BaseException:
             self._cursor = self._last_position = None

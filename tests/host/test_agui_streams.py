@@ -21,9 +21,8 @@ from django.db import transaction
 from agui_api.streams import sse_events
 from runs.harness.deferred import DeferredToolResume
 from runs.models import Execution, Verdict
-from runs.services import cancellation, executions, recovery, runner, timeline
+from runs.services import cancellation, executions, journal, recovery, runner, timeline
 from runs.services.approvals import Answer, pending_requests, submit_decisions
-from runs.services.codec import decode_item
 from tests.agui_http import parse
 from tests.agui_js.client import assert_verified, require_client
 from tests.conftest import create_decider
@@ -45,8 +44,7 @@ def run_to_end(execution: Execution) -> None:
 def resume_directly(execution: Execution, answer: Any) -> None:
     """Resume without the decision service (no decision item in the timeline)."""
     suspended = execution.runs.order_by("-number").first()
-    payload, version = suspended.journal.filter(kind="result.suspended").values_list("payload", "codec_version")[0]
-    deferred = decode_item(payload, version).result.deferred
+    deferred = journal.decoded(suspended.journal.get(kind="result.suspended")).result.deferred
     if answer == "approve":
         results = deferred.build_results(approve_all=True)
     else:

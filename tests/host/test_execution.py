@@ -6,6 +6,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic_ai import ToolReturnPart
@@ -28,7 +29,7 @@ from runs.models import (
     Verdict,
 )
 from runs.services import cancellation, checkpoints, executions, forks, journal, leases, recovery, runner
-from runs.services.codec import decode_item, item_kind
+from runs.services.codec import item_kind
 from tests.host import builders
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_recovery_backoff")]
@@ -36,6 +37,10 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_recovery_backof
 
 class Crash(BaseException):
     """Stands in for kill -9: nothing below the worker's loop handles it."""
+
+
+async def _collect(items):
+    return [item async for item in items]
 
 
 def start(thread: Thread, text: str) -> Run:
@@ -81,6 +86,35 @@ def test_a_demo_run_stores_journal_timeline_checkpoints_and_dispatches(demo_thre
     assert ToolDispatch.objects.get(tool_name="lookup_record").recovery_retryable is True
 
 
+def test_the_final_journal_item_refers_to_the_terminal_checkpoint_instead_of_carrying_the_state(demo_thread):
+    run = start(demo_thread, "Please look up REC-42")
+    assert runner.execute_run(run.pk) == "completed"
+    entry = run.journal.get(kind="result.completed")
+    body = json.loads(entry.payload)["body"]
+    assert body["state_checkpointed"] is True and body["state"] is None
+    assert "REC-42" not in json.dumps({key: value for key, value in body.items() if key != "output"})
+    terminal = Checkpoint.objects.get(run=run, kind=CheckpointKind.TERMINAL)
+    assert terminal.journal_index == entry.index
+    # Every reader of the journal gets the result whole, its state read (digest-checked) from the checkpoint.
+    assert journal.decoded(entry).result.state == checkpoints.load(terminal)
+    items = async_to_sync(_collect)(journal.read_prefix(run))
+    assert items[-1].result.state == checkpoints.load(terminal)
+
+
+def test_a_result_whose_checkpoint_was_altered_or_removed_is_refused_when_read(demo_thread):
+    run = start(demo_thread, "Please look up REC-42")
+    assert runner.execute_run(run.pk) == "completed"
+    entry = run.journal.get(kind="result.completed")
+    terminal = Checkpoint.objects.get(run=run, kind=CheckpointKind.TERMINAL)
+    Checkpoint.objects.filter(pk=terminal.pk).update(state_json=terminal.state_json.replace("}", " }", 1))
+    with pytest.raises(checkpoints.CheckpointError, match="was altered"):
+        journal.decoded(entry)
+    Thread.objects.filter(pk=demo_thread.pk).update(selected_checkpoint=None)
+    Checkpoint.objects.filter(pk=terminal.pk).delete()
+    with pytest.raises(journal.JournalError, match="refers to a checkpoint that does not exist"):
+        journal.decoded(entry)
+
+
 def test_a_suspended_run_waits_then_resumes_with_the_operators_answer(demo_thread):
     run = start(demo_thread, "deploy the release")
     assert runner.execute_run(run.pk) == "suspended"
@@ -89,7 +123,7 @@ def test_a_suspended_run_waits_then_resumes_with_the_operators_answer(demo_threa
     assert execution.status == ExecutionStatus.WAITING and execution.finished_at is None
     request = DeferredRequest.objects.get(execution=execution)
     assert (request.tool_name, request.kind, request.args) == ("deploy_release", "approval", {"version": "1.4.2"})
-    suspended = decode_item(*run.journal.filter(kind="result.suspended").values_list("payload", "codec_version")[0])
+    suspended = journal.decoded(run.journal.get(kind="result.suspended"))
     deferred = suspended.result.deferred
     assert [entry.target_call.tool_call_id for entry in deferred.approvals] == [request.tool_call_id]
     assert dispatches("deploy_release") == []
@@ -368,7 +402,6 @@ def test_the_database_allows_one_active_execution_per_thread_and_one_leased_run_
 
 
 def test_the_journal_prefix_rebuilds_the_runs_projection(demo_thread):
-    from asgiref.sync import async_to_sync
 
     from observers.agui import HarnessAguiStreamObserver
     from runs.services.projection import dump_event
@@ -385,7 +418,7 @@ def test_the_journal_prefix_rebuilds_the_runs_projection(demo_thread):
 def test_an_interrupted_resume_is_recovered_with_the_accepted_input_marked_recovery(demo_thread, monkeypatch):
     run = start(demo_thread, "deploy the release")
     runner.execute_run(run.pk)
-    suspended = decode_item(*run.journal.filter(kind="result.suspended").values_list("payload", "codec_version")[0])
+    suspended = journal.decoded(run.journal.get(kind="result.suspended"))
     deferred = suspended.result.deferred
     with transaction.atomic():
         resume_run = executions.resume_execution(

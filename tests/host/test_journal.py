@@ -80,6 +80,22 @@ def test_a_result_item_carries_its_state_as_the_text_the_state_keeps():
     assert back.result == result and back.result.state.message_history == state.message_history
 
 
+def test_a_result_stored_with_a_checkpointed_state_needs_that_state_to_be_read():
+    thread_id = HarnessState.new().thread_id
+    state = HarnessState.new(thread_id=thread_id, message_history=[ModelRequest(parts=[UserPromptPart("question")])])
+    result = HarnessRunResult(thread_id=thread_id, run_id=builders.RUN_ID, status="completed", output="ok", state=state)
+    stored = encode_item(
+        HarnessRunResultEvent(thread_id, builders.RUN_ID, 0, builders.now(), result), state_checkpointed=True
+    )
+    assert "question" not in stored.payload
+    with pytest.raises(CodecError, match="keeps its state in a checkpoint"):
+        decode_item(stored.payload, stored.codec_version)
+    assert decode_item(stored.payload, stored.codec_version, checkpointed_state=lambda: state).result == result
+    # A version-2 row holds its state inline and is read as it is.
+    inline = encode_item(HarnessRunResultEvent(thread_id, builders.RUN_ID, 0, builders.now(), result))
+    assert decode_item(inline.payload, 2).result == result
+
+
 def test_codec_keeps_failures_and_names_items_by_kind():
     thread_id = HarnessState.new().thread_id
     failure = SafeFailure(code="agent_run_failed", message="The agent run failed.", details={"error_type": "X"})
