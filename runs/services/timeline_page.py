@@ -26,6 +26,9 @@ MAX_RESETS = 3
 BATCH_BUDGET_MS = 12
 # A pause between runs shorter than this is not drawn (ms).
 GAP_MIN_MS = 1000
+# The time axis: a wait between runs longer than both of these (ms; times all runs together) is drawn that
+# long instead, marked as not to scale; ruler ticks stand at least this far apart (px).
+AXIS = {"compressMinMs": 5_000, "compressRatio": 0.5, "tickSpacingPx": 72}
 # How a decision item names each verdict.
 VERDICT_LABELS = {
     "approved": "approved",
@@ -55,6 +58,7 @@ def page_config(execution: Execution, lanes: list[Lane]) -> dict[str, Any]:
             "cursorErrors": CURSOR_ERRORS,
             "maxResets": MAX_RESETS,
             "gapMinMs": GAP_MIN_MS,
+            "axis": AXIS,
             "fragmentEventName": FRAGMENT_EVENT_NAME,
             "decisionEventName": DECISION_EVENT_NAME,
             "lifecycleEventName": HARNESS_PREFIX + "lifecycle",

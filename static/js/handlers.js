@@ -80,6 +80,7 @@ export const HANDLERS = {
   RUN_FINISHED(timeline, scope, frame, event) {
     const outcome = event.outcome?.type ?? "success";
     scope.stopTools();
+    if (!scope.item) scope.lane.ended(frame.event.timestamp);
     let item;
     if (outcome === "interrupt") {
       item = scope.add(new Item(timeline, "interrupt", frame, "waiting for approval"));
@@ -97,6 +98,7 @@ export const HANDLERS = {
   },
   RUN_ERROR(timeline, scope, frame, event) {
     scope.stopTools();
+    if (!scope.item) scope.lane.ended(frame.event.timestamp);
     const item = scope.add(new Item(timeline, "error", frame, "run failed"));
     scope.interruptOpenTools("the run failed before it returned");
     if (event.code) item.extra.textContent = event.code;
@@ -141,6 +143,7 @@ export const HANDLERS = {
         const waited = frame.event.timestamp - lane.previousTimestamp;
         timeline.gap(waited, event.value?.expired ? "waiting for approval, then expired" : "waiting for approval", lane.column);
       }
+      if (typeof frame.event.timestamp === "number") lane.decision = { at: frame.event.timestamp, expired: Boolean(event.value?.expired) };
       timeline.decision(scope, frame, event.value ?? {}).claim(frame.position);
       return;
     }

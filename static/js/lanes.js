@@ -91,9 +91,6 @@ export class Lane {
       this.head.append(document.getElementById("lane-head-template").content.cloneNode(true));
       timeline.heads.append(this.head);
     }
-    this.firstTimestamp = null;
-    this.lastTimestamp = null;
-    this.previousTimestamp = null;
     this.resetScopes();
     this.update(summary);
   }
@@ -102,6 +99,34 @@ export class Lane {
     this.scopes = new Map([["", new Scope(this.timeline, this, null, null)]]);
     this.items = []; // the run's own top-level items, in order (what a comparison lines up)
     this.count = 0;
+    this.firstPosition = null;
+    this.firstTimestamp = null;
+    this.lastTimestamp = null;
+    this.previousTimestamp = null;
+    this.endedAt = null; // the run's own terminal event
+    this.lastAlive = null; // the last event before it (a dead run's lane is closed long after it died)
+    this.decision = null; // {at, expired} of the decision on its requests
+  }
+
+  ended(timestamp) {
+    if (typeof timestamp !== "number") return;
+    this.endedAt = timestamp;
+    this.lastAlive = this.previousTimestamp;
+  }
+
+  // When the run ran, ms since the epoch (start null before it started); a run under way ends `now`, and a run
+  // whose worker died ends at its last event: the time until its lease expired is a wait, not work.
+  span(now) {
+    const started = Date.parse(this.summary.started_at);
+    const start = this.firstTimestamp ?? (Number.isNaN(started) ? null : started);
+    const finished = Date.parse(this.summary.finished_at);
+    const { status } = this.summary;
+    let end;
+    if (status === "abandoned") end = this.lastAlive ?? this.lastTimestamp ?? finished;
+    else if (this.endedAt !== null) end = this.endedAt;
+    else if (status === "running") end = now;
+    else end = Number.isNaN(finished) ? this.lastTimestamp : finished;
+    return { start, end: Number.isNaN(end) || end === null ? start : Math.max(start, end) };
   }
 
   update(summary) {
@@ -135,16 +160,21 @@ export class Lane {
     this.placed = true;
     const before = Array.from(this.timeline.lanes.values()).find((lane) => lane.column === this.column - 1);
     const start = item.timestamp;
-    if (!before || before.lastTimestamp === null || typeof start !== "number") return;
+    if (!before) return;
+    // A dead run's lane is closed long after its last sign of life: the pause counts from that.
+    const dead = before.summary.status === "abandoned";
+    const end = dead ? (before.lastAlive ?? before.lastTimestamp) : before.lastTimestamp;
+    if (end === null || typeof start !== "number") return;
     const { reason } = this.summary;
     let cause = "before the next run";
     if (reason === "resume") cause = "from the answer to the resuming run";
-    if (reason === "recovery") cause = before.summary.status === "abandoned" ? "lease expired, then recovery" : "until recovery";
-    this.timeline.gap(start - before.lastTimestamp, cause, this.column);
+    if (reason === "recovery") cause = dead ? "lease expired, then recovery" : "until recovery";
+    this.timeline.gap(start - end, cause, this.column);
   }
 
   saw(frame) {
     this.count += 1;
+    this.firstPosition ??= frame.position;
     this.previousTimestamp = this.lastTimestamp;
     this.timeline.origin ??= typeof frame.event.timestamp === "number" ? frame.event.timestamp : null;
     const timestamp = frame.event.timestamp;

@@ -15,6 +15,7 @@ import { HANDLERS } from "./handlers.js";
 import { Item } from "./items.js";
 import { Lane } from "./lanes.js";
 import { ReconnectingSocket } from "./socket.js";
+import { TimeAxis } from "./time_axis.js";
 
 export class Timeline {
   constructor(root, config) {
@@ -36,6 +37,8 @@ export class Timeline {
     this.running = new Set(); // tool cards whose call is under way
     const toggle = document.getElementById("compare-toggle");
     this.comparison = toggle ? new LaneComparison(this, toggle, document.getElementById("compare")) : null;
+    const axis = document.getElementById("time-axis");
+    this.axis = axis ? new TimeAxis(this, axis) : null;
     this.fragments = new FragmentAssembler();
     this.touched = new Set();
     this.wanted = null;
@@ -48,6 +51,7 @@ export class Timeline {
       for (const lane of this.lanes.values()) if (lane.summary.status === "running") lane.renderDuration();
       for (const tool of this.running) this.renderElapsed(tool);
       this.renderTotals();
+      this.axis?.render();
     }, 1000);
   }
 
@@ -337,6 +341,7 @@ export class Timeline {
         // Once a worker took the run, the page no longer waits for the queue.
         if (message.status !== "queued") document.getElementById("queue-wait")?.remove();
         for (const run of message.runs ?? []) this.lane(run).update(run);
+        this.axis?.render();
         // approvals.js fetches the approval form when the execution starts waiting.
         document.dispatchEvent(
           new CustomEvent("harness:execution-status", {
@@ -406,6 +411,7 @@ export class Timeline {
     for (const lane of this.lanes.values()) lane.renderCount();
     this.root.dataset.rendered = this.rendered;
     this.comparison?.refresh();
+    this.axis?.render();
     this.showWanted();
   }
 

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from ag_ui.core import (
     CustomEvent,
+    RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
     TextMessageContentEvent,
@@ -118,6 +119,116 @@ def test_durations_latency_tokens_totals_and_pauses_between_runs(operator_page, 
     expect(page.locator(f'.lane-head[data-run="{second.pk}"] .lane-duration')).to_have_text("5.0 s")
     expect(page.locator("#execution-totals")).to_have_text("2 runs · wall time 2 min 40 s · 150 in · 25 out tokens")
     screenshot(page, "timeline-time.png")
+
+
+def test_lanes_stand_on_one_time_axis_and_a_long_wait_is_compressed_but_labelled(operator_page, live_stack):
+    execution, first, second = approved_and_resumed_execution()
+    page = operator_page
+    page.goto(f"{live_stack.base_url}/executions/{execution.pk}/")
+    wait_until_drawn(page, execution)
+    axis = page.locator("#time-axis")
+    expect(axis).to_be_visible()
+    # Runs of 3 s and 5 s; the 150 s wait for approval is drawn 5 s long, the 2 s before the resume to scale:
+    # 15 s on the axis in all, so run 1 is 20 % of it and run 2 starts two thirds of the way.
+    run_one = axis.locator(f'.axis-run[data-run="{first.pk}"]')
+    expect(run_one.locator(".axis-label")).to_have_text("run 1 · initial 3.0 s")
+    expect(run_one.locator(".axis-bar")).to_have_attribute("style", "left: 0%; width: 20%;")
+    run_two = axis.locator(f'.axis-run[data-run="{second.pk}"]')
+    expect(run_two.locator(".axis-label")).to_have_text("run 2 · resume 5.0 s")
+    expect(run_two.locator(".axis-bar")).to_have_attribute("style", "left: 66.667%; width: 33.333%;")
+    first_item = execution.timeline.filter(run=second).order_by("position").first().position
+    expect(run_two.locator("a.axis-label")).to_have_attribute("href", f"#pos-{first_item}")
+    waits = axis.locator(".axis-wait")
+    expect(waits).to_have_count(2)
+    approval, answer = waits.nth(0), waits.nth(1)
+    expect(approval).to_have_class(re.compile(r"\bcompressed\b"))
+    expect(approval.locator(".axis-label")).to_have_text("waiting for approval 2 min 30 s not to scale")
+    expect(approval.locator(".axis-break")).to_have_text("≈")
+    expect(approval.locator(".axis-bar")).to_have_attribute("style", "left: 20%; width: 33.333%;")
+    expect(answer).not_to_have_class(re.compile(r"\bcompressed\b"))
+    expect(answer.locator(".axis-label")).to_have_text("from the answer to the resuming run 2.0 s")
+    expect(answer.locator(".axis-bar")).to_have_attribute("style", "left: 53.333%; width: 13.333%;")
+    # The ruler counts from the first event; past the break it goes on at the true time.
+    ticks = axis.locator(".axis-ruler .axis-tick")
+    expect(ticks.first).to_have_text("0 s")
+    expect(ticks.first).to_have_attribute("title", EXACT)
+    expect(ticks.filter(has_text=re.compile(r"^2 min 33 s$"))).to_have_count(1)
+    expect(ticks.last).to_have_text("2 min 40 s")
+    expect(axis.locator(".axis-ruler .axis-squeeze")).to_have_text("≈")
+    run_two.locator("a.axis-label").click()
+    expect(page.locator(f"#pos-{first_item}")).to_have_class(re.compile(r"\bhighlight\b"))
+
+
+def test_a_dead_run_s_wait_is_split_into_lease_expired_and_recovery(operator_page, live_stack):
+    execution = seed.make_execution(seed.make_thread("Crashed"), status="completed")
+    thread_id = execution.thread.thread_id
+    dead = seed.make_run(execution, status="abandoned", finished_at=seed.START + timedelta(seconds=32))
+    seed.append_events(
+        dead,
+        [
+            RunStartedEvent(thread_id=thread_id, run_id=dead.run_id, timestamp=T0),
+            *tool_call("call-1", "lookup_record", T0 + 500, T0 + 600),
+            # The sweeper closes the dead run's lane after its lease expired.
+            RunErrorEvent(message="The worker stopped.", code="worker_lost", timestamp=T0 + 32_500),
+        ],
+    )
+    recovery = seed.make_run(
+        execution,
+        reason="recovery",
+        previous_run=dead,
+        status="completed",
+        started_at=seed.START + timedelta(seconds=34),
+        finished_at=seed.START + timedelta(seconds=36),
+    )
+    seed.append_events(
+        recovery,
+        [
+            RunStartedEvent(thread_id=thread_id, run_id=recovery.run_id, timestamp=T0 + 34_000),
+            RunFinishedEvent(
+                thread_id=thread_id, run_id=recovery.run_id, outcome={"type": "success"}, timestamp=T0 + 36_000
+            ),
+        ],
+    )
+    page = operator_page
+    page.goto(f"{live_stack.base_url}/executions/{execution.pk}/")
+    wait_until_drawn(page, execution)
+    axis = page.locator("#time-axis")
+    # The dead run ran until its last event, not until its lane was closed.
+    expect(axis.locator(f'.axis-run[data-run="{dead.pk}"] .axis-label')).to_have_text("run 1 · initial 0.6 s")
+    waits = axis.locator(".axis-wait")
+    expect(waits).to_have_count(2)
+    expect(waits.nth(0).locator(".axis-label")).to_have_text("lease expired 31.4 s not to scale")
+    expect(waits.nth(1).locator(".axis-label")).to_have_text("recovery 2.0 s")
+    expect(axis.locator(f'.axis-run[data-run="{recovery.pk}"] .axis-label')).to_have_text("run 2 · recovery 2.0 s")
+    screenshot(page, "timeline-axis-recovery.png")
+
+
+def test_a_wait_for_approval_under_way_grows_on_the_axis(operator_page, live_stack):
+    execution = seed.make_execution(seed.make_thread("Waiting"), status="waiting")
+    now = int(time.time() * 1000)
+    run = seed.make_run(execution, status="suspended")
+    seed.append_events(
+        run,
+        [
+            RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id, timestamp=now - 4000),
+            RunFinishedEvent(
+                thread_id=execution.thread.thread_id,
+                run_id=run.run_id,
+                outcome={"type": "interrupt", "interrupts": [INTERRUPT]},
+                timestamp=now - 3000,
+            ),
+        ],
+    )
+    page = operator_page
+    page.goto(f"{live_stack.base_url}/executions/{execution.pk}/")
+    wait_until_drawn(page, execution)
+    wait = page.locator("#time-axis .axis-wait")
+    expect(wait).to_have_class(re.compile(r"\bopen\b"))
+    length = wait.locator(".axis-length")
+    expect(length).to_have_text(re.compile(r"^\d+\.\d s so far$"))
+    seen = length.inner_text()
+    expect(length).not_to_have_text(seen)
+    expect(wait.locator(".axis-cause")).to_have_text("waiting for approval")
 
 
 def test_a_running_tool_is_busy_and_its_elapsed_time_increases(operator_page, live_stack):
