@@ -2,7 +2,8 @@
 
 Items go through the worker's `BatchWriter` (adaptive batches); a batch is written by `RunProjection.record`; at a
 checkpoint boundary the batch is flushed and `checkpoints.record` stores the state the stream exported there;
-the result goes through `BatchWriter.finish` with `runner._record_result`. Every write goes through `sync_to_async`, as in the worker.
+the result goes through `BatchWriter.finish` with `runner._record_result`. Every write goes through
+`sync_to_async`, as in the worker.
 `pace` (items per second) spaces the items out like a live run; `committed(first, last, at)` learns when the
 batch holding source items `first..last` committed; `created(position, at)` learns when an item was handed to
 the writer (as the engine yields it). `export(boundary)` stands for the stream's `export_state()`
