@@ -1,14 +1,22 @@
-"""approvals.js in Chromium without a server: the JSON-schema check that runs before a set is submitted."""
+"""approval_schema.js (imported by approvals.js) in Chromium without a server: the JSON-schema check that runs
+before a set is submitted."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 from pydantic import BaseModel, Field
 from pydantic_ai import Tool
 
-SCRIPT = Path(__file__).resolve().parents[2] / "static" / "js" / "approvals.js"
+SCRIPTS = Path(__file__).resolve().parents[2] / "static" / "js"
+ORIGIN = "http://scripts.test"
+PAGE = """<!doctype html><html><body><script type="module">
+import { validate } from "./approval_schema.js";
+window.validate = validate;
+document.body.dataset.ready = "yes";
+</script></body></html>"""
 
 
 class Target(BaseModel):
@@ -25,14 +33,24 @@ SCHEMA = Tool(deploy).tool_def.parameters_json_schema
 
 @pytest.fixture
 def script_page(page):
-    page.set_content("<!doctype html><html><body></body></html>")
-    page.add_script_tag(path=str(SCRIPT))
+    """A page that imports the module the way approvals.js does; the scripts are served from static/js."""
+
+    def serve(route) -> None:
+        name = route.request.url.removeprefix(f"{ORIGIN}/")
+        if name == "index.html":
+            route.fulfill(body=PAGE, content_type="text/html")
+        else:
+            route.fulfill(path=str(SCRIPTS / name), content_type="text/javascript")
+
+    page.route(f"{ORIGIN}/**", serve)
+    page.goto(f"{ORIGIN}/index.html")
+    expect(page.locator("body")).to_have_attribute("data-ready", "yes")
     return page
 
 
 def problems(page, value) -> list[str]:
     return page.evaluate(
-        "([value, schema]) => { const errors = []; window.harnessApprovals.validate(value, schema, schema, '', errors);"
+        "([value, schema]) => { const errors = []; window.validate(value, schema, schema, '', errors);"
         " return errors; }",
         [value, SCHEMA],
     )
