@@ -5,6 +5,18 @@ Pure library: no Django, Channels or RQ (enforced by import-linter).
 
 from pydantic_ai import DeferredToolResults
 
+from ._environment import SHELL_TOOL_NAMES, DynamicEnvironmentCapability
+from ._local_shell import LocalShellEnvironment
+from ._run_shell import SHELL_MOUNT, RunShell, ShellInfo, ShellListing, ShellOutput, ShellPage, ShellRefusal
+from ._shell import (
+    ShellAction,
+    ShellChunk,
+    ShellCommand,
+    ShellEnvironment,
+    ShellSignal,
+    ShellStatus,
+    ShellStream,
+)
 from .agent import AgentDefinition, ExecutableAgent
 from .capability_state import AgentContextState
 from .context import AgentContext, RunBindings
@@ -28,6 +40,8 @@ from .stream import HarnessRunStream
 
 __all__ = (
     "INTERRUPTED_TOOL_RESULT",
+    "SHELL_MOUNT",
+    "SHELL_TOOL_NAMES",
     "AgentContext",
     "AgentContextState",
     "AgentContextStateSnapshot",
@@ -39,6 +53,7 @@ __all__ = (
     "DeferredToolResults",
     "DeferredToolResume",
     "DefinitionError",
+    "DynamicEnvironmentCapability",
     "EnvironmentState",
     "ExecutableAgent",
     "HarnessError",
@@ -52,11 +67,25 @@ __all__ = (
     "InlineDelegationPayload",
     "InputSource",
     "InputTextEvent",
+    "LocalShellEnvironment",
     "RunBindings",
     "RunCleanupError",
     "RunError",
+    "RunShell",
     "RunUsageSummary",
     "SafeFailure",
+    "ShellAction",
+    "ShellChunk",
+    "ShellCommand",
+    "ShellEnvironment",
+    "ShellInfo",
+    "ShellListing",
+    "ShellOutput",
+    "ShellPage",
+    "ShellRefusal",
+    "ShellSignal",
+    "ShellStatus",
+    "ShellStream",
     "StateError",
     "StoredRef",
     "ToolRecoveryMode",

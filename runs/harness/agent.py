@@ -20,6 +20,7 @@ from .state import HarnessState
 from .stream import HarnessRunStream
 
 if TYPE_CHECKING:
+    from ._shell import ShellEnvironment
     from .deferred import DeferredToolResume
     from .result import HarnessRunResult
 
@@ -88,8 +89,13 @@ class ExecutableAgent(Generic[OutputT]):
         tool_recovery: ToolRecoveryMode = "declared",
         deferred_resume: DeferredToolResume | None = None,
         usage_limits: UsageLimits | None = None,
+        environment: ShellEnvironment | None = None,
     ) -> HarnessRunStream[OutputT]:
-        """A lazy run: nothing happens until `async with` enters it."""
+        """A lazy run: nothing happens until `async with` enters it.
+
+        `environment` is a fresh shell adapter for this run only (offered to the model through
+        `DynamicEnvironmentCapability`); once the stream is entered, the run closes it at teardown.
+        """
         return HarnessRunStream(
             self,
             input,
@@ -98,6 +104,7 @@ class ExecutableAgent(Generic[OutputT]):
             tool_recovery=tool_recovery,
             deferred_resume=deferred_resume,
             usage_limits=usage_limits,
+            environment=environment,
         )
 
     async def run(
@@ -109,6 +116,7 @@ class ExecutableAgent(Generic[OutputT]):
         tool_recovery: ToolRecoveryMode = "declared",
         deferred_resume: DeferredToolResume | None = None,
         usage_limits: UsageLimits | None = None,
+        environment: ShellEnvironment | None = None,
     ) -> HarnessRunResult[OutputT]:
         """Run to the end and return the result carried by the terminal stream item."""
         stream = self.stream(
@@ -118,6 +126,7 @@ class ExecutableAgent(Generic[OutputT]):
             tool_recovery=tool_recovery,
             deferred_resume=deferred_resume,
             usage_limits=usage_limits,
+            environment=environment,
         )
         async with stream:
             async for item in stream:

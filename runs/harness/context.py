@@ -2,8 +2,8 @@
 
 `RunBindings` is what the Host grants one run (model override, whether deferred tools can suspend, its own
 dependencies); nothing of it is ever stored in `HarnessState`. `AgentContext` is the run-local object tools
-and capabilities reach as `ctx.deps`: the Thread and run identity, capability state, event emission and
-run-scoped cleanups.
+and capabilities reach as `ctx.deps`: the Thread and run identity, capability state, the run's shell
+observation, event emission and run-scoped cleanups.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from .errors import RunError
 from .events import AgentStreamEventProtocol, HarnessEvent, is_run_started
 
 if TYPE_CHECKING:
+    from ._run_shell import RunShell
     from .stream import HarnessRunStream
 
 __all__ = ("AgentContext", "RunBindings")
@@ -55,11 +56,19 @@ class AgentContext:
     bindings: RunBindings
     state: AgentContextState
     _stream: HarnessRunStream[Any] = field(repr=False)
+    shell: RunShell | None = None
+    """This run's observation of its shell environment, if the Host gave the run one."""
     _cleanups: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)
 
     @property
     def deps(self) -> Any:
         return self.bindings.deps
+
+    @property
+    def run_shell(self) -> RunShell:
+        if self.shell is None:
+            raise RunError("this run has no shell environment", code="shell_unavailable")
+        return self.shell
 
     async def emit(self, event: AgentStreamEventProtocol) -> None:
         """Publish an event into this run's stream (after the items produced so far)."""

@@ -35,6 +35,7 @@ __all__ = (
     "HarnessState",
     "HistoryEncoder",
     "StoredRef",
+    "encode_environment_states",
     "new_thread_id",
 )
 
@@ -179,7 +180,7 @@ class EnvironmentState(BaseModel):
         return json.loads(self.state_json)
 
 
-def _encode_environment_states(value: Any) -> bytes:
+def encode_environment_states(value: Any) -> bytes:
     if not isinstance(value, Mapping):
         raise ValueError("environment states must be a mapping of mount name to state")
     states: dict[str, Any] = {}
@@ -216,7 +217,7 @@ class HarnessState(BaseModel):
     message_history_json: Annotated[bytes, PlainValidator(_encode_messages)] = Field(
         default=b"[]", validation_alias="message_history", exclude=True, repr=False
     )
-    environment_states_json: Annotated[bytes, PlainValidator(_encode_environment_states)] = Field(
+    environment_states_json: Annotated[bytes, PlainValidator(encode_environment_states)] = Field(
         default=b"{}", validation_alias="environment_states", exclude=True, repr=False
     )
 

@@ -33,6 +33,8 @@ from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
 from pydantic_ai.exceptions import ModelAPIError
 from pydantic_ai.run import AgentRun
 
+from ._run_shell import RunShell
+from ._shell import ShellEnvironment
 from .capability_state import AgentContextState
 from .context import AgentContext, RunBindings
 from .deferred import (
@@ -48,7 +50,7 @@ from .interrupted import InterruptedResponseTracker, normalize_interrupted_histo
 from .model_errors import describe_model_error
 from .recovery import TOOL_RECOVERY_MODES, ToolRecoveryCapability, ToolRecoveryMode, prepare_tool_recovery
 from .result import HarnessRunResult, RunUsageSummary, SafeFailure
-from .state import HarnessState, HistoryEncoder
+from .state import HarnessState, HistoryEncoder, encode_environment_states
 
 if TYPE_CHECKING:
     from .agent import ExecutableAgent
@@ -91,6 +93,7 @@ class HarnessRunStream(Generic[OutputT]):
         tool_recovery: ToolRecoveryMode,
         deferred_resume: DeferredToolResume | None,
         usage_limits: UsageLimits | None,
+        environment: ShellEnvironment | None = None,
     ) -> None:
         if tool_recovery not in TOOL_RECOVERY_MODES:
             raise ValueError(f"tool_recovery must be one of {TOOL_RECOVERY_MODES}, not {tool_recovery!r}")
@@ -103,10 +106,13 @@ class HarnessRunStream(Generic[OutputT]):
             raise RunError("input must be a string, a sequence of user content or None", code="run_input_invalid")
         if previous_state is not None and not isinstance(previous_state, HarnessState):
             raise RunError("previous_state must be a HarnessState", code="previous_state_invalid")
+        if environment is not None and not isinstance(environment, ShellEnvironment):
+            raise RunError("environment must be a ShellEnvironment", code="environment_invalid")
         resume = preflight_deferred_resume(deferred_resume, previous_state)
         if resume is not None and not bindings.deferred_tools_supported:
             raise RunError("these bindings do not support deferred tools", code="deferred_tools_unsupported")
 
+        self._environment = environment
         self._executable = executable
         self._input = input
         self._bindings = bindings
@@ -216,6 +222,7 @@ class HarnessRunStream(Generic[OutputT]):
             bindings=self._bindings,
             state=AgentContextState(self._previous.agent_context_state),
             _stream=self,
+            shell=None if self._environment is None else RunShell(self._environment, run_id=self.run_id),
         )
         # Queued before anything else can publish, so it is always item 0 of the run.
         self._queue.put_nowait(run_started_event())
@@ -412,10 +419,13 @@ class HarnessRunStream(Generic[OutputT]):
     async def _export(self, messages: Sequence[ModelMessage]) -> HarnessState:
         # An interrupted tail may hold half-streamed parts; only what observers saw completely is exported.
         public = normalize_interrupted_history(self._tracker.sanitize(messages), close_pending_tools=False)
+        # Only what this run's own adapter reports: the previous state's environment entries are evidence
+        # the Host already had, never applied to this run, so a run without an environment exports none.
+        shell = self.context.shell
         return self._previous.with_encoded_history(
             self._history_encoder.encode(public),
             agent_context_state=await self.context.state.snapshot(),
-            environment_states_json=b"{}",
+            environment_states_json=encode_environment_states({} if shell is None else shell.environment_states()),
         )
 
     # -- queue ------------------------------------------------------------------------------------------
@@ -466,6 +476,9 @@ class HarnessRunStream(Generic[OutputT]):
                 await self._context._cleanups.aclose()
         except Exception as exc:
             causes.append(exc)
+        if self._context is not None and self._context.shell is not None:
+            # Observations are released and the adapter closed; the commands themselves keep running.
+            causes.extend(await self._context.shell.close())
         if self._candidate is not None and self._candidate.state is not None:
             self._shutdown_state = self._candidate.state
         elif self._context is not None:
