@@ -5,9 +5,27 @@ from __future__ import annotations
 import pytest
 from pydantic_ai import PartDeltaEvent, TextPartDelta, ThinkingPart, ToolDenied
 
-from runs.harness import DeferredToolResume, HarnessExtensionEvent, HarnessRunResultEvent, HarnessState
-from runs.harness.demo import JsonLinesRecorder, MemoryRecorder, build_demo_agent, demo_tools
+from runs.harness import (
+    SHELL_TOOL_NAMES,
+    DeferredToolResume,
+    DynamicEnvironmentCapability,
+    HarnessExtensionEvent,
+    HarnessRunResultEvent,
+    HarnessState,
+)
+from runs.harness.demo import JsonLinesRecorder, MemoryRecorder, build_demo_agent, demo_definition, demo_tools
 from tests.harness.streams import collect
+
+
+def test_the_demo_offers_no_shell():
+    """S87 and security: the Host's tool registry is the demo's, and a shell is never part of it.
+
+    A dashboard that can start runs must not give a model a shell on the worker; an application opts in to a
+    shell environment per run, outside the Host.
+    """
+    definition = demo_definition()
+    assert not {tool.name for tool in definition.tools} & set(SHELL_TOOL_NAMES)
+    assert not any(isinstance(capability, DynamicEnvironmentCapability) for capability in definition.capabilities)
 
 
 async def test_plain_prompt_streams_thinking_and_text():

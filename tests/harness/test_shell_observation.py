@@ -219,10 +219,10 @@ async def test_a_local_command_outlives_its_run(tmp_path):
         async for _ in stream:
             pass
         shell = stream.context.shell
-    assert stream.result.status == "completed"
-    assert shell.references == ()
     pid = int(_wait_for_text(pid_file))
     try:
+        assert stream.result.status == "completed"
+        assert shell.references == ()
         assert _running(pid)
         # The run's output files are gone; the command writes on into them, unharmed.
         assert os.readlink(f"/proc/{pid}/fd/1").endswith("(deleted)")
