@@ -11,6 +11,10 @@ django_asgi_app = get_asgi_application()
 
 from django.conf import settings  # noqa: E402
 
+from runs.checks import refuse_bad_settings  # noqa: E402
+
+# daphne runs no management command, so no system check: refuse a bad setting here instead.
+refuse_bad_settings()
 if settings.PRODUCTION:
     from runs.demo_operator import refuse_demo_password
 

@@ -2,62 +2,56 @@
 
 SQLite, a local Redis on port 6390 and the offline demo model need no configuration; ``DATABASE_URL``,
 ``REDIS_URL``, ``SECRET_KEY``, ``CHECKPOINT_KEY``, ``DEBUG`` and ``ALLOWED_HOSTS`` override them for real deployments.
+Every ``HARNESS_*`` environment variable is read here, once, into the setting of the same name (README
+"Configuration" lists them all). A bad value is reported by the ``harness`` system check (runs/checks.py), never
+guessed at.
+Importing this module writes nothing: ``python -m harness_site.var_dir`` (run by bin/setup, bin/run and bin/test)
+prepares the var directory and its secret key.
 """
 
-import os
-import secrets
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from csp.constants import NONE, SELF
-from django.core.exceptions import ImproperlyConfigured
 
-from harness_site.private_files import create_private, ensure_private_file
+from harness_site import var_dir
+from harness_site.environment import Environment
+
+env = Environment()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("HARNESS_VAR_DIR", BASE_DIR / "var"))
-VAR_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+HARNESS_VAR_DIR = Path(env.text("HARNESS_VAR_DIR", str(BASE_DIR / "var")))
 
-
-def _env_flag(name: str, default: bool = False) -> bool:
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
-
-
-HARNESS_ENV = os.environ.get("HARNESS_ENV", "local")
-if HARNESS_ENV not in ("local", "production"):
-    raise ImproperlyConfigured(f"HARNESS_ENV must be 'local' or 'production', not {HARNESS_ENV!r}.")
+HARNESS_ENV = env.choice("HARNESS_ENV", "local", ("local", "production"))
 PRODUCTION = HARNESS_ENV == "production"
 """The one switch for a deployment: HTTPS only (Secure cookies, HSTS, SSL redirect), a SECRET_KEY from the
 environment, no debug mode, no demo operator; see docs/architecture.md "Production"."""
 
 
 def _secret_key() -> str:
-    """Use SECRET_KEY when given; otherwise keep a generated key in a local, uncommitted file."""
-    if key := os.environ.get("SECRET_KEY"):
+    """SECRET_KEY when given; in local mode otherwise the key `python -m harness_site.var_dir` generated."""
+    if key := env.text("SECRET_KEY", ""):
         return key
     if PRODUCTION:
-        raise ImproperlyConfigured(
-            "HARNESS_ENV=production needs SECRET_KEY in the environment (50+ random characters)."
-        )
-    key_file = VAR_DIR / "secret_key"
+        env.problems.append("HARNESS_ENV=production needs SECRET_KEY in the environment (50+ random characters).")
+        return ""
+    key_file = HARNESS_VAR_DIR / var_dir.SECRET_KEY_FILE
     if not key_file.exists():
-        create_private(key_file, secrets.token_urlsafe(50).encode())
+        env.problems.append(f"No secret key: set SECRET_KEY, or run bin/setup, which writes one to {key_file}.")
+        return ""
     return key_file.read_text().strip()
 
 
 SECRET_KEY = _secret_key()
 # The key of the checkpoints' HMAC digests, so an edit of the database cannot forge a state to continue from.
 # By default the secret key (salted for this use); changing either makes every stored checkpoint refuse to load.
-CHECKPOINT_KEY = os.environ.get("CHECKPOINT_KEY") or SECRET_KEY
-DEBUG = _env_flag("DEBUG")
+CHECKPOINT_KEY = env.text("CHECKPOINT_KEY", "") or SECRET_KEY
+DEBUG = env.flag("DEBUG")
 if PRODUCTION and DEBUG:
-    raise ImproperlyConfigured("HARNESS_ENV=production refuses DEBUG: it shows settings and code to anyone.")
-ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
-CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+    env.problems.append("HARNESS_ENV=production refuses DEBUG: it shows settings and code to anyone.")
+ALLOWED_HOSTS = env.text("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
+CSRF_TRUSTED_ORIGINS = [o for o in env.text("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
 INSTALLED_APPS = [
     "daphne",
@@ -106,6 +100,8 @@ CONTENT_SECURITY_POLICY = {
     }
 }
 
+# `1` in production behind a proxy that terminates TLS and sets X-Forwarded-Proto.
+HARNESS_BEHIND_TLS_PROXY = env.flag("HARNESS_BEHIND_TLS_PROXY")
 if PRODUCTION:
     SECURE_SSL_REDIRECT = True
     # The supervisor's and load balancer's health probe may speak plain HTTP on the private side.
@@ -115,7 +111,7 @@ if PRODUCTION:
     SECURE_HSTS_SECONDS = 365 * 24 * 3600
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
-    if _env_flag("HARNESS_BEHIND_TLS_PROXY"):
+    if HARNESS_BEHIND_TLS_PROXY:
         # Only behind a proxy that sets this header itself: otherwise a client could claim HTTPS.
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
@@ -142,15 +138,13 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
-        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+        env.text("DATABASE_URL", f"sqlite:///{HARNESS_VAR_DIR / 'db.sqlite3'}"),
+        conn_max_age=env.integer("DATABASE_CONN_MAX_AGE", 0),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # It holds password hashes, sessions and the unredacted journal: owner-only from its first byte (SQLite gives
-    # its -wal and -shm files the database file's mode).
-    if DATABASES["default"]["NAME"] not in ("", ":memory:"):
-        ensure_private_file(Path(DATABASES["default"]["NAME"]))
+    # Owner-only database files (harness_site/private_sqlite).
+    DATABASES["default"]["ENGINE"] = "harness_site.private_sqlite"
     # Several processes (web, worker, sweeper) share the file: wait for locks instead of failing,
     # and use WAL so readers never block the worker's journal writes.
     DATABASES["default"]["OPTIONS"] = {
@@ -159,7 +153,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
     # Tests that talk to subprocesses (daphne, rq worker) need a file they can open too.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_db.sqlite3")}
+    DATABASES["default"]["TEST"] = {"NAME": str(HARNESS_VAR_DIR / "test_db.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -173,8 +167,10 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-AXES_FAILURE_LIMIT = int(os.environ.get("HARNESS_LOGIN_FAILURE_LIMIT", "5"))
-AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("HARNESS_LOGIN_LOCKOUT_MINUTES", "15")))
+HARNESS_LOGIN_FAILURE_LIMIT = env.integer("HARNESS_LOGIN_FAILURE_LIMIT", 5)
+HARNESS_LOGIN_LOCKOUT_MINUTES = env.integer("HARNESS_LOGIN_LOCKOUT_MINUTES", 15)
+AXES_FAILURE_LIMIT = HARNESS_LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=HARNESS_LOGIN_LOCKOUT_MINUTES)
 # Per username and address: an attacker cannot lock an operator out from elsewhere, nor try many names at once
 # without each one counting.
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
@@ -194,13 +190,13 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
-STATIC_ROOT.mkdir(exist_ok=True)
+STATIC_ROOT = HARNESS_VAR_DIR / var_dir.STATIC_ROOT
 # Finder-based serving keeps `bin/run` free of a collectstatic step.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
+REDIS_URL = env.text("REDIS_URL", "redis://127.0.0.1:6390/0")
+HARNESS_REDIS_POOL = env.integer("HARNESS_REDIS_POOL", 200)
 
 
 def channel_layer_config(redis_url: str) -> dict:
@@ -209,7 +205,7 @@ def channel_layer_config(redis_url: str) -> dict:
 
     Each web process keeps up to `HARNESS_REDIS_POOL` connections for the layer; when all are busy (a burst of
     subscriptions after a restart) callers wait for one, up to 60 s, instead of failing."""
-    pool = {"max_connections": int(os.environ.get("HARNESS_REDIS_POOL", "200")), "timeout": 60}
+    pool = {"max_connections": HARNESS_REDIS_POOL, "timeout": 60}
     return {
         "BACKEND": "observers.channel_layer.BlockingPoolRedisChannelLayer",
         "CONFIG": {"hosts": [{"address": redis_url, "socket_timeout": 30, **pool}]},
@@ -218,10 +214,10 @@ def channel_layer_config(redis_url: str) -> dict:
 
 CHANNEL_LAYERS = {"default": channel_layer_config(REDIS_URL)}
 # Logging out closes that session's sockets at once; this re-check also ends those of expired sessions.
-SOCKET_SESSION_CHECK_SECONDS = float(os.environ.get("HARNESS_SOCKET_SESSION_CHECK_SECONDS", "60"))
+HARNESS_SOCKET_SESSION_CHECK_SECONDS = env.number("HARNESS_SOCKET_SESSION_CHECK_SECONDS", 60.0)
 # A live timeline socket joins its group again and catches up from the database this often, so a Redis restart
 # (which forgets group memberships and the messages in flight) stalls a viewer for at most this long.
-SOCKET_REFRESH_SECONDS = float(os.environ.get("HARNESS_SOCKET_REFRESH_SECONDS", "10"))
+HARNESS_SOCKET_REFRESH_SECONDS = env.number("HARNESS_SOCKET_REFRESH_SECONDS", 10.0)
 
 RQ_QUEUES = {
     "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600},
@@ -232,11 +228,22 @@ RQ = {"WORKER_CLASS": "runs.worker.HostWorker"}
 
 # /health/ calls the sweeper stale when no sweeper finished a pass for this long (it sweeps every 2 s), and
 # the queue a backlog above this many waiting jobs.
-HARNESS_HEALTH_SWEEPER_STALE_SECONDS = float(os.environ.get("HARNESS_HEALTH_SWEEPER_STALE_SECONDS", "30"))
-HARNESS_HEALTH_QUEUE_LIMIT = int(os.environ.get("HARNESS_HEALTH_QUEUE_LIMIT", "1000"))
+HARNESS_HEALTH_SWEEPER_STALE_SECONDS = env.number("HARNESS_HEALTH_SWEEPER_STALE_SECONDS", 30.0)
+HARNESS_HEALTH_QUEUE_LIMIT = env.integer("HARNESS_HEALTH_QUEUE_LIMIT", 1000)
+# How long after a run died the sweeper starts its recovery run; doubled with every further attempt, at most 60 s.
+HARNESS_RECOVERY_BACKOFF_SECONDS = env.number("HARNESS_RECOVERY_BACKOFF_SECONDS", 1.0)
 
 # The largest RunAgentInput the AG-UI endpoint reads; a larger body gets 413.
-AGUI_MAX_BODY_BYTES = int(os.environ.get("AGUI_MAX_BODY_BYTES", str(1024 * 1024)))
+AGUI_MAX_BODY_BYTES = env.integer("AGUI_MAX_BODY_BYTES", 1024 * 1024)
+
+# Ports and process counts of `bin/run` (deploy/supervisord.conf reads them); declared here so the check
+# refuses a bad one before anything starts.
+HARNESS_PORT = env.integer("HARNESS_PORT", 8765)
+REDIS_PORT = env.integer("REDIS_PORT", 6390)
+HARNESS_WORKERS = env.integer("HARNESS_WORKERS", 1)
+HARNESS_WEB = env.integer("HARNESS_WEB", 1)
+
+HARNESS_LOG_LEVEL = env.choice("HARNESS_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
 
 LOGGING = {
     "version": 1,
@@ -244,7 +251,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
-        "runs": {"handlers": ["console"], "level": os.environ.get("HARNESS_LOG_LEVEL", "INFO")},
-        "observers": {"handlers": ["console"], "level": os.environ.get("HARNESS_LOG_LEVEL", "INFO")},
+        "runs": {"handlers": ["console"], "level": HARNESS_LOG_LEVEL},
+        "observers": {"handlers": ["console"], "level": HARNESS_LOG_LEVEL},
     },
 }
+
+# Read by the runs.E001 check (runs/checks.py); every variable read above is in `HARNESS_ENVIRONMENT_NAMES`.
+HARNESS_ENVIRONMENT_PROBLEMS = tuple(env.problems)
+HARNESS_ENVIRONMENT_NAMES = tuple(env.names)

@@ -7,7 +7,7 @@ and `receive_message()`, and do their own clean-up in `disconnect()`. The base r
 - a binary frame, an oversized or malformed frame, or one that does not fit `client_message`: an error frame
   `{"type": "error", "code", "message"}` and close 4400;
 - a session that ended: logging out sends `session.ended` to the session's group (see `end_session_sockets`),
-  and every socket re-checks its session every `SOCKET_SESSION_CHECK_SECONDS`, which also catches sessions that
+  and every socket re-checks its session every `HARNESS_SOCKET_SESSION_CHECK_SECONDS`, which also catches sessions that
   expired or were invalidated by a password change; either way an error frame `session_ended` and close 4401.
 """
 
@@ -140,7 +140,7 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
 
     async def _watch_session(self, user_pk: Any) -> None:
         while True:
-            await asyncio.sleep(settings.SOCKET_SESSION_CHECK_SECONDS)
+            await asyncio.sleep(settings.HARNESS_SOCKET_SESSION_CHECK_SECONDS)
             try:
                 still = await database_sync_to_async(session_user_pk)(self.session_key)
             except Exception:

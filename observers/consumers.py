@@ -118,7 +118,7 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         try:
             await self._replay()
             while True:
-                await asyncio.sleep(settings.SOCKET_REFRESH_SECONDS)
+                await asyncio.sleep(settings.HARNESS_SOCKET_REFRESH_SECONDS)
                 await self._refresh()
         except Exception:
             # A task's exception would otherwise vanish and leave the client waiting forever; closing makes it
@@ -231,7 +231,7 @@ class ApprovalsConsumer(AuthenticatedJsonConsumer):
 
     A group message only says that something changed; the consumer reads the committed set itself, so the
     last message it handles always leaves the page with the current set, whatever order messages came in.
-    Every `SOCKET_REFRESH_SECONDS` it rejoins the group and reads again, which covers a message lost to a
+    Every `HARNESS_SOCKET_REFRESH_SECONDS` it rejoins the group and reads again, which covers a message lost to a
     Redis restart (the restarted Redis also forgot the membership).
     """
 
@@ -263,7 +263,7 @@ class ApprovalsConsumer(AuthenticatedJsonConsumer):
         try:
             while True:
                 await self._send_if_changed()
-                await asyncio.sleep(settings.SOCKET_REFRESH_SECONDS)
+                await asyncio.sleep(settings.HARNESS_SOCKET_REFRESH_SECONDS)
                 await self.channel_layer.group_add(APPROVALS_GROUP, self.channel_name)
         except Exception:
             log.exception("approvals socket failed")

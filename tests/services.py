@@ -20,6 +20,7 @@ from pathlib import Path
 
 import redis
 
+from harness_site.var_dir import prepare_var_dir
 from runs.services.providers import PROVIDERS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,7 +146,7 @@ def service_env(*, redis_url: str, database_name: str | None) -> dict[str, str]:
         from django.conf import settings
 
         db = settings.DATABASES["default"]
-        if db["ENGINE"] == "django.db.backends.sqlite3":
+        if db["ENGINE"] == "harness_site.private_sqlite":
             env["DATABASE_URL"] = f"sqlite:///{database_name}"
         else:
             user = db.get("USER") or ""
@@ -259,6 +260,7 @@ class Supervised:
 
     def __init__(self, env: dict[str, str], *, workers: int = 1, web: int = 1) -> None:
         self.var_dir = Path(tempfile.mkdtemp(prefix="harness-supervised-"))
+        prepare_var_dir(self.var_dir)
         (self.var_dir / "redis").mkdir()
         (self.var_dir / "log").mkdir()
         self.port, self.redis_port = free_port(), free_port()

@@ -231,7 +231,7 @@ def close_projection(run: Run, failure: SafeFailure | None = None) -> bool:
 
 
 def backoff(attempt: int) -> timedelta:
-    base = float(getattr(settings, "HARNESS_RECOVERY_BACKOFF_SECONDS", 1.0))
+    base = settings.HARNESS_RECOVERY_BACKOFF_SECONDS
     return timedelta(seconds=min(base * 2 ** (attempt - 1), MAX_BACKOFF_SECONDS))
 
 

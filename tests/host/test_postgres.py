@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness_site.var_dir import prepare_var_dir
 from tests.services import ROOT, free_port
 
 pytestmark = pytest.mark.postgres
@@ -58,6 +59,7 @@ def postgres_url() -> Iterator[str]:
 
 
 def pytest_on_postgresql(postgres_url: str, var_dir: Path, tests: list[str], *, timeout: float) -> None:
+    prepare_var_dir(var_dir)
     env = {**os.environ, "DATABASE_URL": postgres_url, "HARNESS_VAR_DIR": str(var_dir)}
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider", "-x", "--tb=short"],

@@ -15,12 +15,15 @@ from tests.services import ROOT
 # modes are read while the connection is open.
 TOUCH_DATABASE = """
 import django, os, stat
+from pathlib import Path
+from harness_site.var_dir import prepare_var_dir
+prepare_var_dir(Path(os.environ["HARNESS_VAR_DIR"]))  # what bin/setup, bin/run and bin/test do first
 django.setup()
 from django.conf import settings
 from django.db import connection
 connection.cursor().execute("create table if not exists t (x)")
 names = ["secret_key", "db.sqlite3", "db.sqlite3-wal", "db.sqlite3-shm"]
-modes = [oct(stat.S_IMODE(os.stat(settings.VAR_DIR / name).st_mode)) for name in names]
+modes = [oct(stat.S_IMODE(os.stat(settings.HARNESS_VAR_DIR / name).st_mode)) for name in names]
 print(settings.SECRET_KEY, *modes)
 """
 

@@ -73,7 +73,7 @@ async def test_logging_out_leaves_other_sessions_sockets_open(logged_in):
 
 
 async def test_a_session_that_ends_without_logging_out_is_noticed_at_the_next_check(logged_in, settings):
-    settings.SOCKET_SESSION_CHECK_SECONDS = 0.2
+    settings.HARNESS_SOCKET_SESSION_CHECK_SECONDS = 0.2
     socket = await open_socket(logged_in, "/ws/threads/")
     await socket.send_json_to({"type": "subscribe", "threads": []})
     assert await socket.receive_json_from() == {"type": "ready"}
@@ -85,7 +85,7 @@ async def test_a_session_that_ends_without_logging_out_is_noticed_at_the_next_ch
 
 
 async def test_a_changed_password_ends_the_sockets_of_older_sessions(logged_in, settings, django_user_model):
-    settings.SOCKET_SESSION_CHECK_SECONDS = 0.2
+    settings.HARNESS_SOCKET_SESSION_CHECK_SECONDS = 0.2
     socket = await open_socket(logged_in, "/ws/threads/")
 
     def change_password() -> None:

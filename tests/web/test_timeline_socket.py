@@ -257,7 +257,7 @@ async def test_a_failing_replay_closes_the_socket_so_the_client_reconnects(seede
 
 
 async def test_a_socket_that_lost_its_group_joins_again_and_catches_up(seeded_run, settings):
-    settings.SOCKET_REFRESH_SECONDS = 0.1
+    settings.HARNESS_SOCKET_REFRESH_SECONDS = 0.1
     user, run = seeded_run
     communicator = await connect(user, run.execution_id)
     await communicator.send_json_to({"type": "subscribe", "after": 1100})
@@ -310,7 +310,7 @@ async def test_a_status_published_during_the_replay_comes_after_ready(seeded_run
 
 
 async def test_a_refresh_never_reports_an_end_before_the_events_committed_with_it(seeded_run, settings, monkeypatch):
-    settings.SOCKET_REFRESH_SECONDS = 0.1
+    settings.HARNESS_SOCKET_REFRESH_SECONDS = 0.1
     user, run = seeded_run
     communicator = await connect(user, run.execution_id)
     await communicator.send_json_to({"type": "subscribe", "after": 1100})

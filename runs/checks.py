@@ -1,0 +1,86 @@
+"""The `harness` system check: environment values that did not parse (harness_site/environment.py), and the
+ranges of the Host's settings, wherever their values came from.
+
+`manage.py` commands run it before they start (the RQ worker and the sweeper among them), `bin/run` runs
+`manage.py check` before it starts anything, and harness_site/asgi.py calls `refuse_bad_settings` for daphne,
+which runs no command.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error
+from django.core.exceptions import ImproperlyConfigured
+
+TAG = "harness"
+HINT = 'Each setting is read from the environment variable of the same name; README.md "Configuration" lists them.'
+
+
+class Whole:
+    def __init__(self, minimum: int, maximum: int | None = None) -> None:
+        self.minimum, self.maximum = minimum, maximum
+        self.words = (
+            f"a whole number from {minimum} to {maximum}" if maximum else f"a whole number of at least {minimum}"
+        )
+
+    def __call__(self, value: Any) -> bool:
+        return type(value) is int and value >= self.minimum and (self.maximum is None or value <= self.maximum)
+
+
+class Seconds:
+    def __init__(self, *, zero_allowed: bool = False) -> None:
+        self.zero_allowed = zero_allowed
+        self.words = f"a number of seconds {'of at least' if zero_allowed else 'above'} 0"
+
+    def __call__(self, value: Any) -> bool:
+        # An interval of infinity or NaN would stop the loop or the clock it drives.
+        return (
+            type(value) in (int, float) and math.isfinite(value) and (value > 0 or (self.zero_allowed and value == 0))
+        )
+
+
+class Flag:
+    words = "True or False"
+
+    def __call__(self, value: Any) -> bool:
+        return type(value) is bool
+
+
+PORT = Whole(1, 65535)
+RULES: dict[str, Whole | Seconds | Flag] = {
+    "DEBUG": Flag(),
+    "HARNESS_BEHIND_TLS_PROXY": Flag(),
+    "HARNESS_LOGIN_FAILURE_LIMIT": Whole(1),
+    "HARNESS_LOGIN_LOCKOUT_MINUTES": Whole(1),
+    "HARNESS_REDIS_POOL": Whole(1),
+    "HARNESS_SOCKET_SESSION_CHECK_SECONDS": Seconds(),
+    "HARNESS_SOCKET_REFRESH_SECONDS": Seconds(),
+    "HARNESS_HEALTH_SWEEPER_STALE_SECONDS": Seconds(),
+    "HARNESS_HEALTH_QUEUE_LIMIT": Whole(0),
+    "HARNESS_RECOVERY_BACKOFF_SECONDS": Seconds(zero_allowed=True),
+    "AGUI_MAX_BODY_BYTES": Whole(1),
+    "HARNESS_PORT": PORT,
+    "REDIS_PORT": PORT,
+    "HARNESS_WORKERS": Whole(1),
+    "HARNESS_WEB": Whole(1),
+}
+
+
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    errors: list[CheckMessage] = [
+        Error(problem, hint=HINT, id="runs.E001") for problem in settings.HARNESS_ENVIRONMENT_PROBLEMS
+    ]
+    for name, valid in RULES.items():
+        value = getattr(settings, name)
+        if not valid(value):
+            errors.append(Error(f"{name} = {value!r}: it must be {valid.words}.", hint=HINT, id="runs.E002"))
+    return errors
+
+
+def refuse_bad_settings() -> None:
+    """Raise ImproperlyConfigured listing every problem the check finds."""
+    if errors := check_settings():
+        raise ImproperlyConfigured("\n".join(str(error) for error in errors))
