@@ -36,8 +36,8 @@ async def _refusing(action: Awaitable[ResultT]) -> ResultT | ShellRefusal:
         return await action
     except RunError as exc:
         return ShellRefusal(code=exc.code, message=str(exc))
-    except (OSError, ValueError) as exc:
-        # The backend's own failure (a closed stdin, a vanished process): the model may try something else.
+    except OSError as exc:
+        # The backend's own failure (a broken pipe, a vanished process): the model may try something else.
         return ShellRefusal(code="shell_backend_error", message=f"{type(exc).__name__}: {exc}")
 
 

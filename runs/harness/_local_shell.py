@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO
 
 from ._shell import ShellAction, ShellChunk, ShellCommand, ShellSignal, ShellStatus, ShellStream
+from .errors import RunError
 from .state import EnvironmentState
 
 __all__ = ("LocalShellEnvironment",)
@@ -88,6 +89,8 @@ class _LocalCommand:
     async def write(self, data: bytes, *, close: bool) -> None:
         stdin = self._process.stdin
         assert stdin is not None
+        if stdin.closed:
+            raise RunError("the command's stdin is closed", code="shell_stdin_closed")
         if data:
             await asyncio.to_thread(_write_all, stdin, data)
         if close:

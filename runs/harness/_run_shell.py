@@ -10,7 +10,9 @@ adapter without stopping any command. None of this is capability state: only the
 
 from __future__ import annotations
 
+import asyncio
 import codecs
+import contextlib
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -86,6 +88,7 @@ class RunShell:
         self._commands: dict[str, ShellCommand] = {}
         self._references: dict[str, str] = {}
         self._closed = False
+        self._starting: set[asyncio.Future[ShellCommand]] = set()
 
     @property
     def actions(self) -> frozenset[ShellAction]:
@@ -104,7 +107,14 @@ class RunShell:
         self._require("exec")
         if not command.strip():
             raise RunError("the command is empty", code="shell_command_invalid")
-        reference = self._observe(await self._environment.start(command))
+        starting = asyncio.ensure_future(self._environment.start(command))
+        try:
+            native = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            # The command may start all the same; `close()` waits for it and releases it.
+            self._starting.add(starting)
+            raise
+        reference = self._observe(native)
         await self._commands[reference].wait(yield_seconds)
         return await self._page(reference, 0, 0, limit)
 
@@ -140,8 +150,12 @@ class RunShell:
         """Release every observation, then close the adapter; commands keep running. Returns what failed."""
         self._closed = True
         causes: list[BaseException] = []
-        commands, self._commands = self._commands, {}
-        for command in commands.values():
+        commands = list(self._commands.values())
+        self._commands = {}
+        for starting in self._starting:
+            with contextlib.suppress(Exception):
+                commands.append(await starting)
+        for command in commands:
             try:
                 await command.release()
             except Exception as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,8 +59,13 @@ class ScriptedShell:
     outputs: dict[str, bytes] = field(default_factory=dict)
     closed: bool = False
     close_error: Exception | None = None
+    start_gate: asyncio.Event | None = None
+    starting: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self, command: str) -> ScriptedCommand:
+        self.starting.set()
+        if self.start_gate is not None:
+            await self.start_gate.wait()
         started = ScriptedCommand(key=f"native-{len(self.started) + 1}", command=command)
         started.output["stdout"] = self.outputs.get(command, b"")
         self.started.append(started)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from pathlib import Path
@@ -145,6 +146,17 @@ async def test_stdin_and_signals_where_supported(tmp_path):
     assert ended["status"] == {"state": "exited", "exit_code": -15}
 
 
+async def test_input_after_closing_stdin_is_refused(tmp_path):
+    steps = [
+        ("shell_exec", {"command": "cat", "yield_time_seconds": 0}),
+        ("shell_input", lambda r: {"process_id": r[0]["process_id"], "text": "", "close_stdin": True}),
+        ("shell_input", lambda r: {"process_id": r[0]["process_id"], "text": "late"}),
+    ]
+    _, (_, closed, refused) = await run_steps(steps, LocalShellEnvironment(tmp_path))
+    assert closed["ok"] is True
+    assert (refused["ok"], refused["code"]) == (False, "shell_stdin_closed")
+
+
 async def test_unsupported_actions_are_refused_not_run():
     shell = ScriptedShell(actions=frozenset({"exec", "inspect"}))
     _, (page, listing) = await run_steps([("shell_exec", {"command": "x"}), ("shell_info", {})], shell)
@@ -228,6 +240,19 @@ async def test_a_local_command_outlives_its_run(tmp_path):
         assert os.readlink(f"/proc/{pid}/fd/1").endswith("(deleted)")
     finally:
         os.kill(pid, 9)
+
+
+async def test_a_command_started_while_the_run_was_cancelled_is_released_too():
+    shell = ScriptedShell(start_gate=asyncio.Event())
+    run_shell = RunShell(shell, run_id="run-a")
+    starting = asyncio.create_task(run_shell.start("x", yield_seconds=0, limit=1024))
+    await shell.starting.wait()
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    shell.start_gate.set()
+    assert await run_shell.close() == []
+    assert shell.started[0].released
 
 
 async def test_released_observations_refuse_further_use():
