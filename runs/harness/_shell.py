@@ -34,7 +34,10 @@ ShellStream = Literal["stdout", "stderr"]
 
 
 class ShellStatus(BaseModel):
-    """A command's native status. `exited` says the process ended, never that its output was all captured."""
+    """A command's native status. `exited` says the process ended, never that its output was all captured.
+
+    A negative `exit_code` is the signal that ended the process (POSIX convention); `None` is unknown.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
