@@ -7,9 +7,9 @@ its own database connection, so an open stream holds none while it waits.
 
 The events are the stored, redacted ones, with the timeline position as the SSE `id` (so `Last-Event-ID`
 resumes), encoded by `ag_ui.encoder`. Two things differ from the timeline: an interrupt outcome carries each
-request's message, answer schema and expiry (the Host knows them, the projection does not), and Host
-annotations stored between two runs (the `a13n.host.decision` item after an interrupt) are left out, because
-an AG-UI run accepts no event after its RUN_FINISHED.
+request's message, answer schema and expiry (the Host knows them, the projection does not), and the Host's own
+items (origin `host`: the `a13n.host.decision` item after an interrupt) are left out, because they are not
+events of any run's AG-UI stream (a decision follows the suspended run's RUN_FINISHED).
 """
 
 from __future__ import annotations
@@ -19,24 +19,23 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ag_ui.core import Event, EventType, RunFinishedEvent, RunFinishedInterruptOutcome
+from ag_ui.core import Event, RunFinishedEvent, RunFinishedInterruptOutcome
 from ag_ui.encoder import EventEncoder
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.db import connections
 from pydantic import TypeAdapter
 
-from runs.models import ACTIVE_EXECUTION_STATUSES, DeferredRequest, Execution, ExecutionStatus, TimelineEvent
+from runs.models import ACTIVE_EXECUTION_STATUSES, DeferredRequest, Execution, ExecutionStatus, TimelineOrigin
 from runs.services.publishing import execution_group
 from runs.services.timeline import REPLAY_PAGE_SIZE, frames_after
 
 from .answers import interrupt_of
 
-__all__ = ("open_run_at", "sse_events")
+__all__ = ("sse_events",)
 
 WAKE_SECONDS: Final = 1.0
 KEEPALIVE_SECONDS: Final = 15.0
-_RUN_EDGES = (EventType.RUN_STARTED.value, EventType.RUN_FINISHED.value, EventType.RUN_ERROR.value)
 _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 _ENCODER = EventEncoder()
 
@@ -53,6 +52,7 @@ class _Stored:
 @dataclass(frozen=True)
 class _Page:
     events: list[_Stored]
+    last: int
     settled: bool
     full: bool
     requests: dict[tuple[int, str], DeferredRequest]
@@ -67,7 +67,11 @@ def _read(execution_pk: int, after: int) -> _Page:
         # The status first: when it says settled, the events read next include everything that led there.
         status = Execution.objects.filter(pk=execution_pk).values_list("status", flat=True).first()
         frames = frames_after(execution_pk, after)
-        events = [_Stored(f["position"], f["run"], _EVENT.validate_json(f["event_json"])) for f in frames]
+        events = [
+            _Stored(f["position"], f["run"], _EVENT.validate_json(f["event_json"]))
+            for f in frames
+            if f["origin"] == TimelineOrigin.RUN
+        ]
         interrupted = {
             stored.run
             for stored in events
@@ -81,21 +85,8 @@ def _read(execution_pk: int, after: int) -> _Page:
                 "execution__policy_version"
             )
         }
-        return _Page(events, _settled(status), len(frames) == REPLAY_PAGE_SIZE, requests)
-    finally:
-        connections.close_all()
-
-
-def open_run_at(execution_pk: int, position: int) -> bool:
-    """Whether the event at `position` lies inside a run (between its RUN_STARTED and its end)."""
-    try:
-        edge = (
-            TimelineEvent.objects.filter(execution_id=execution_pk, position__lte=position, event_type__in=_RUN_EDGES)
-            .order_by("-position")
-            .values_list("event_type", flat=True)
-            .first()
-        )
-        return edge == EventType.RUN_STARTED.value
+        last = frames[-1]["position"] if frames else after
+        return _Page(events, last, _settled(status), len(frames) == REPLAY_PAGE_SIZE, requests)
     finally:
         connections.close_all()
 
@@ -111,7 +102,7 @@ def _encoded(stored: _Stored, requests: dict[tuple[int, str], DeferredRequest]) 
     return f"id: {stored.position}\n{_ENCODER.encode(event)}"
 
 
-async def sse_events(execution_pk: int, after: int, *, in_run: bool) -> AsyncIterator[str]:
+async def sse_events(execution_pk: int, after: int) -> AsyncIterator[str]:
     """The SSE text of the execution's events after `after`, until it settles (waiting counts as settled)."""
     layer = get_channel_layer()
     channel = await layer.new_channel() if layer is not None else None
@@ -122,16 +113,9 @@ async def sse_events(execution_pk: int, after: int, *, in_run: bool) -> AsyncIte
         while True:
             page = await sync_to_async(_read)(execution_pk, after)
             for stored in page.events:
-                after = stored.position
-                kind = stored.event.type.value
-                if kind == EventType.RUN_STARTED.value:
-                    in_run = True
-                elif not in_run:
-                    continue
-                elif kind in _RUN_EDGES:
-                    in_run = False
                 yield _encoded(stored, page.requests)
-            if page.events:
+            if page.last != after:
+                after = page.last
                 idle = 0.0
             if page.full:
                 continue

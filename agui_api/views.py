@@ -22,7 +22,7 @@ from runs.validators import unstorable_json
 from . import intake
 from .auth import authenticate, csrf_refusal
 from .errors import Refused
-from .streams import open_run_at, sse_events
+from .streams import sse_events
 
 __all__ = ("execution_events", "run_agent")
 
@@ -90,7 +90,7 @@ async def run_agent(request: HttpRequest, profile: str) -> HttpResponse:
         start = await sync_to_async(_begin)(profile, run_input, caller.user)
     except Refused as refused:
         return _refusal(refused)
-    return _sse(sse_events(start.execution_pk, start.after, in_run=False))
+    return _sse(sse_events(start.execution_pk, start.after))
 
 
 def _cursor(execution_pk: int, header: str | None) -> int:
@@ -126,5 +126,4 @@ async def execution_events(request: HttpRequest, pk: int) -> HttpResponse:
         after = await sync_to_async(_cursor)(pk, request.headers.get("Last-Event-ID"))
     except Refused as refused:
         return _refusal(refused)
-    in_run = await sync_to_async(open_run_at)(pk, after) if after else False
-    return _sse(sse_events(pk, after, in_run=in_run))
+    return _sse(sse_events(pk, after))

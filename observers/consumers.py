@@ -7,7 +7,8 @@ live frames in a buffer while it replays stored events after the cursor in pages
 frame at or below the last position sent. A live frame that skips positions (a group message was lost, e.g.
 to channel-layer capacity) is preceded by the missing frames read from the database.
 
-Event frames are `{"type": "event", "position", "run_id", "run", "subagent_run_id", "event": <AG-UI JSON>}`;
+Event frames are `{"type": "event", "position", "run_id", "run", "run_number", "subagent_run_id", "origin",
+"event": <AG-UI JSON>}` (origin `host`: an item beside the runs' AG-UI streams, such as a decision);
 consecutive ones may travel together, in order, as `{"type": "events", "events": [<event frame>, ...]}` (a
 replayed page, a published batch). Status frames are `{"type": "status", "execution", "status", "runs"}`.
 Bad cursors get `{"type": "error", "code", "message"}` and the socket is closed. A message over the transport's

@@ -291,6 +291,16 @@ class JournalEntry(models.Model):
         return f"{self.run} #{self.index} {self.kind}"
 
 
+class TimelineOrigin(models.TextChoices):
+    """Whose item a timeline row is; an AG-UI client of one run's stream takes only the run's own."""
+
+    # The run's AG-UI stream, including the end the Host writes for a lane whose run died.
+    RUN = "run"
+    # An item the Host adds beside the runs (a decision), in the lane of the run it concerns but outside its
+    # stream: it may follow that run's RUN_FINISHED, which no AG-UI run accepts.
+    HOST = "host"
+
+
 class TimelineEvent(models.Model):
     """An AG-UI event projected from the journal, at a durable position in its execution's timeline."""
 
@@ -301,6 +311,7 @@ class TimelineEvent(models.Model):
         JournalEntry, null=True, blank=True, on_delete=models.CASCADE, related_name="timeline"
     )
     subagent_run_id = models.CharField(max_length=100, blank=True)
+    origin = models.CharField(max_length=8, choices=TimelineOrigin.choices, default=TimelineOrigin.RUN)
     event_type = models.CharField(max_length=64, db_index=True)
     event = models.JSONField()
     occurred_at = models.DateTimeField()

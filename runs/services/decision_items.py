@@ -4,7 +4,8 @@ An accepted decision set (or the host's own expiry) is stored as one CUSTOM `a13
 execution's timeline, in the suspended run's lane, right after its interrupt and before the run that resumes it.
 It is written in the decision's own transaction, so it travels the same replay-then-live path as every other
 event and is published only once the decision is durable. No run writes the timeline while its execution
-waits (none holds a lease), so the next position is free.
+waits (none holds a lease), so the next position is free. Its origin is the Host: it is not an event of the
+suspended run's AG-UI stream (it follows that run's RUN_FINISHED), so AG-UI clients leave it out.
 
 The event shows tool arguments, so every value in it passes through the run's redaction (`Redactor` of the
 frozen policy version; `store_events` masks it once more on the way in); an edited argument under a secret
@@ -20,7 +21,7 @@ from typing import Any, Final, Literal
 from ag_ui.core import CustomEvent
 from pydantic import BaseModel, ConfigDict
 
-from runs.models import Decision, DecisionSubmission, DeferredRequest, Run, Verdict
+from runs.models import Decision, DecisionSubmission, DeferredRequest, Run, TimelineOrigin, Verdict
 
 from .projection import store_events
 from .redaction import REDACTED, Redactor, redactor_for
@@ -140,4 +141,4 @@ def record(submission: DecisionSubmission) -> None:
         value=item.model_dump(mode="json"),
         timestamp=int(submission.submitted_at.timestamp() * 1000),
     )
-    store_events(suspended, [(None, submission.submitted_at, event)])
+    store_events(suspended, [(None, submission.submitted_at, event)], origin=TimelineOrigin.HOST)

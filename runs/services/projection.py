@@ -22,7 +22,7 @@ from django.db import transaction
 
 from observers.agui import HarnessAguiStreamObserver
 from runs.harness.events import HarnessStreamEvent
-from runs.models import Run, TimelineEvent
+from runs.models import Run, TimelineEvent, TimelineOrigin
 
 from . import journal
 from .inserts import EncodedJson, insert_rows
@@ -32,7 +32,17 @@ from .redaction import TimelineRedactor, dump_event
 
 __all__ = ("RunProjection", "dump_event", "encode_event", "store_events")
 
-_FIELDS = ("execution", "position", "run", "journal_entry", "subagent_run_id", "event_type", "event", "occurred_at")
+_FIELDS = (
+    "execution",
+    "position",
+    "run",
+    "journal_entry",
+    "subagent_run_id",
+    "origin",
+    "event_type",
+    "event",
+    "occurred_at",
+)
 
 
 def encode_event(dumped: dict[str, Any]) -> str:
@@ -107,12 +117,14 @@ def store_events(
     *,
     after: int | None = None,
     redactor: TimelineRedactor | None = None,
+    origin: TimelineOrigin = TimelineOrigin.RUN,
 ) -> int:
     """Inside a transaction: store AG-UI events (with their journal entry pk) of `run` at its execution's next
     positions, after `after` (read from the table when `None`); publish after commit. Returns the last position.
 
     Every event is masked by the run's policy version on its way in (`redactor` carries the state of a run's
     streamed deltas; a fresh one is built when none is given): this is the only way into the timeline.
+    `origin` HOST marks items the Host adds beside the run's own AG-UI stream (a decision).
     """
     if redactor is None:
         redactor = TimelineRedactor.for_version(run.policy_version)
@@ -127,7 +139,17 @@ def store_events(
         subagent_run_id = dumped.get("subagentRunId", "")
         event_type = dumped["type"]
         rows.append(
-            (run.execution_id, position, run.pk, entry_pk, subagent_run_id, event_type, EncodedJson(text), occurred_at)
+            (
+                run.execution_id,
+                position,
+                run.pk,
+                entry_pk,
+                subagent_run_id,
+                origin,
+                event_type,
+                EncodedJson(text),
+                occurred_at,
+            )
         )
         frames.append(
             {
@@ -136,6 +158,7 @@ def store_events(
                 "run": run.pk,
                 "run_number": run.number,
                 "subagent_run_id": subagent_run_id,
+                "origin": str(origin),
                 "event_json": text,
             }
         )

@@ -32,7 +32,7 @@ REPLAY_PAGE_SIZE = 2000
 IDLE = "idle"
 THREAD_STATUSES = (IDLE, *ExecutionStatus.values)
 
-_FRAME_FIELDS = ("position", "run_id", "run__run_id", "run__number", "subagent_run_id", "event_json")
+_FRAME_FIELDS = ("position", "run_id", "run__run_id", "run__number", "subagent_run_id", "origin", "event_json")
 
 
 def frame_of(event: TimelineEvent) -> dict[str, Any]:
@@ -43,6 +43,7 @@ def frame_of(event: TimelineEvent) -> dict[str, Any]:
         "run": event.run.pk,
         "run_number": event.run.number,
         "subagent_run_id": event.subagent_run_id,
+        "origin": event.origin,
         "event": event.event,
     }
 
@@ -55,6 +56,7 @@ def _frame_from_row(row: dict[str, Any]) -> dict[str, Any]:
         "run": row["run_id"],
         "run_number": row["run__number"],
         "subagent_run_id": row["subagent_run_id"],
+        "origin": row["origin"],
         "event_json": row["event_json"],
     }
 
@@ -73,7 +75,8 @@ def frame_text(frame: dict[str, Any]) -> str:
         event = json.dumps(json.loads(event))
     return (
         f'{{"type":"event","position":{int(frame["position"])},"run_id":{json.dumps(frame["run_id"])},'
-        f'"run":{int(frame["run"])},"run_number":{int(frame["run_number"])},"subagent_run_id":{json.dumps(frame["subagent_run_id"])},"event":{event}}}'
+        f'"run":{int(frame["run"])},"run_number":{int(frame["run_number"])},"subagent_run_id":{json.dumps(frame["subagent_run_id"])},'
+        f'"origin":{json.dumps(frame["origin"])},"event":{event}}}'
     )
 
 

@@ -30,12 +30,11 @@ def wire(event: BaseEvent | Mapping[str, Any]) -> Mapping[str, Any]:
     return event
 
 
-def verify_streams(streams: Mapping[str, Sequence[BaseEvent | Mapping[str, Any]]]) -> dict[str, list[str]]:
-    """Each stream checked by `verifyEvents` and each event by the @ag-ui/core schema; errors per stream."""
+def _run(script: str, payload: Any) -> dict[str, list[str]]:
+    """A script of this folder with `payload` as JSON on stdin; its report (stream name -> errors)."""
     node = require_client()
-    payload = {name: [wire(event) for event in events] for name, events in streams.items()}
     done = subprocess.run(
-        [node, str(HERE / "verify.mjs")],
+        [node, str(HERE / script)],
         input=json.dumps(payload),
         capture_output=True,
         text=True,
@@ -46,8 +45,25 @@ def verify_streams(streams: Mapping[str, Sequence[BaseEvent | Mapping[str, Any]]
     return json.loads(done.stdout)
 
 
-def assert_verified(streams: Mapping[str, Sequence[BaseEvent | Mapping[str, Any]]]) -> None:
-    report = verify_streams(streams)
+def verify_streams(streams: Mapping[str, Sequence[BaseEvent | Mapping[str, Any]]]) -> dict[str, list[str]]:
+    """Each stream checked by `verifyEvents` and each event by the @ag-ui/core schema; errors per stream."""
+    return _run("verify.mjs", {name: [wire(event) for event in events] for name, events in streams.items()})
+
+
+def _assert_passed(report: Mapping[str, list[str]]) -> None:
     failing = {name: errors for name, errors in report.items() if errors}
     assert not failing, json.dumps(failing, indent=2)
+
+
+def assert_verified(streams: Mapping[str, Sequence[BaseEvent | Mapping[str, Any]]]) -> None:
+    report = verify_streams(streams)
+    _assert_passed(report)
     assert set(report) == set(streams)
+
+
+def assert_socket_verified(sockets: Mapping[str, Sequence[str]]) -> set[str]:
+    """The messages each execution's websocket sent, read by `verify_socket.mjs` as an AG-UI client would: one
+    stream per lane and one for the whole execution, Host items left out, all passing; the streams' names."""
+    report = _run("verify_socket.mjs", sockets)
+    _assert_passed(report)
+    return set(report)

@@ -1,38 +1,40 @@
-"""The Host's AG-UI streams pass the official `@ag-ui/client`: the stored timeline (what the websocket replays and
-streams) and the SSE endpoint's stream.
+"""The Host's AG-UI streams pass the official `@ag-ui/client`: the execution websocket and the SSE endpoint.
 
-Each demo scenario is executed by the worker code in this process, then checked by `verifyEvents` and the
-@ag-ui/core schemas: the websocket frames per run (a lane) and as the execution's whole sequence, and the SSE
-text of the whole execution as `sse_events` sends it.
+Each demo scenario is executed by the worker code in this process, answered through the approval service where
+it waits (approval, question, expiry, cancellation while waiting: each writes a decision item), then checked by
+`verifyEvents` and the @ag-ui/core schemas: what the websocket sends, read by `verify_socket.mjs` as an AG-UI
+client would (one stream per lane and one for the whole execution, Host items left out), and the SSE text of the
+whole execution as `sse_events` sends it.
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
-from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
 
 from agui_api.streams import sse_events
-from runs.harness.deferred import DeferredToolResume
-from runs.models import Execution, Verdict
-from runs.services import cancellation, executions, journal, recovery, runner, timeline
-from runs.services.approvals import Answer, pending_requests, submit_decisions
+from runs.models import DeferredRequest, Execution, TimelineOrigin, Verdict
+from runs.services import cancellation, executions, recovery, runner, timeline
+from runs.services.approvals import Answer, expire_overdue_requests, pending_requests, submit_decisions
 from tests.agui_http import parse
-from tests.agui_js.client import assert_verified, require_client
+from tests.agui_js.client import assert_socket_verified, assert_verified, require_client
 from tests.conftest import create_decider
 from tests.host import builders
 from tests.host.conftest import DEMO_TOOLS
 from tests.host.test_execution import Crash, crash_at_model_request, expire_leases
+from tests.web.test_timeline_socket import as_user
 
-pytestmark = pytest.mark.usefixtures("no_recovery_backoff")
+pytestmark = [pytest.mark.usefixtures("no_recovery_backoff"), pytest.mark.django_db(transaction=True)]
 
-Decide = Callable[[Execution, Any], None]
+DECIDED = ("approval", "question", "expiry", "cancelled while waiting")
 
 
 def run_to_end(execution: Execution) -> None:
@@ -41,21 +43,12 @@ def run_to_end(execution: Execution) -> None:
         runner.execute_run(run.pk)
 
 
-def resume_directly(execution: Execution, answer: Any) -> None:
-    """Resume without the decision service (no decision item in the timeline)."""
-    suspended = execution.runs.order_by("-number").first()
-    deferred = journal.decoded(suspended.journal.get(kind="result.suspended")).result.deferred
-    if answer == "approve":
-        results = deferred.build_results(approve_all=True)
-    else:
-        results = deferred.build_results(calls={entry.target_call.tool_call_id: answer for entry in deferred.calls})
-    with transaction.atomic():
-        executions.resume_execution(execution, DeferredToolResume(deferred, results))
+def decider(execution: Execution) -> AbstractBaseUser:
+    return create_decider(get_user_model(), f"decider-{execution.pk}", "decider-password-1")
 
 
 def decide_as_operator(execution: Execution, answer: Any) -> None:
     """Resume through the approval service, as the browser form and the AG-UI endpoint do."""
-    user = create_decider(get_user_model(), f"decider-{execution.pk}", "decider-password-1")
     requests = pending_requests(Execution.objects.get(pk=execution.pk))
     answers = [
         Answer(r.tool_call_id, Verdict.APPROVED)
@@ -64,11 +57,21 @@ def decide_as_operator(execution: Execution, answer: Any) -> None:
         for r in requests
     ]
     submit_decisions(
-        execution, checkpoint_id=requests[0].checkpoint_id, key=f"k-{execution.pk}", answers=answers, user=user
+        execution,
+        checkpoint_id=requests[0].checkpoint_id,
+        key=f"k-{execution.pk}",
+        answers=answers,
+        user=decider(execution),
     )
 
 
-def demo_scenarios(decide: Decide) -> dict[str, Execution]:
+def expire(execution: Execution) -> None:
+    """What the sweep does to a set past its expiry: denials by nobody, and a resume run."""
+    DeferredRequest.objects.filter(execution=execution).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert expire_overdue_requests() == 1
+
+
+def demo_scenarios() -> dict[str, Execution]:
     def scenario(prompt: str) -> Execution:
         execution = executions.start_execution(builders.thread(model="demo", tools=DEMO_TOOLS), prompt)
         run_to_end(execution)
@@ -79,17 +82,14 @@ def demo_scenarios(decide: Decide) -> dict[str, Execution]:
         for name, prompt in [("lookup", "look up REC-42"), ("delegation", "research the outage"), ("tour", "tour")]
     }
     for name, prompt, answer in [
-        ("approval", "deploy the release", "approve"),
-        ("question", "ask the operator which environment", "production"),
+        ("approval", "deploy the release", lambda execution: decide_as_operator(execution, "approve")),
+        ("question", "ask the operator which environment", lambda execution: decide_as_operator(execution, "prod")),
+        ("expiry", "deploy release 2.0", expire),
+        ("cancelled while waiting", "deploy release 3.0", lambda e: cancellation.cancel_execution(e, user=decider(e))),
     ]:
         done[name] = scenario(prompt)
-        decide(done[name], answer)
+        answer(done[name])
         run_to_end(done[name])
-
-    cancelled = executions.start_execution(builders.thread(model="demo", tools=DEMO_TOOLS), "a slow 3 step")
-    cancellation.cancel_execution(cancelled, user=None)
-    run_to_end(cancelled)
-    done["cancellation"] = cancelled
 
     crashed = executions.start_execution(builders.thread(model="demo", tools=DEMO_TOOLS), "research, then look up")
     with pytest.MonkeyPatch.context() as crash, pytest.raises(Crash):
@@ -99,47 +99,88 @@ def demo_scenarios(decide: Decide) -> dict[str, Execution]:
     recovery.sweep()
     run_to_end(crashed)
     done["recovery"] = crashed
+
+    # A short lease makes the heartbeat, which passes the cancel request to the stream, beat within the slow step.
+    builders.configure_policy(lease_seconds=1)
+    cancelled = executions.start_execution(builders.thread(model="demo", tools=DEMO_TOOLS), "a slow 3 step")
+    cancellation.cancel_execution(cancelled, user=None)
+    run_to_end(cancelled)
+    done["cancellation"] = cancelled
     for execution in done.values():
         execution.refresh_from_db()
     assert crashed.runs.count() == 2 and crashed.status == "completed"
-    assert {done[name].status for name in ("approval", "question", "lookup", "delegation")} == {"completed"}
+    assert {done[name].status for name in ("approval", "question", "expiry", "lookup", "delegation")} == {"completed"}
+    assert {done[name].status for name in ("cancellation", "cancelled while waiting")} == {"cancelled"}
     return done
 
 
+@pytest.fixture
+def scenarios(monkeypatch, settings) -> dict[str, Execution]:
+    require_client()
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # Committed runs would be queued on RQ; here this process executes them itself.
+    monkeypatch.setattr(executions, "enqueue_run", lambda run: None)
+    return demo_scenarios()
+
+
 def frames(execution: Execution) -> list[dict[str, Any]]:
-    """The socket's frames, with each event decoded from its stored text."""
+    """The stored frames, with each event decoded from its stored text."""
     return [
         {**frame, "event": json.loads(frame["event_json"])}
         for frame in timeline.frames_after(execution.pk, 0, limit=100_000)
     ]
 
 
-@pytest.mark.django_db
-def test_the_stored_timeline_of_every_demo_scenario_passes_the_official_client():
-    require_client()
-    streams: dict[str, list[dict[str, Any]]] = {}
-    for name, execution in demo_scenarios(resume_directly).items():
-        lanes: dict[int, list[dict[str, Any]]] = defaultdict(list)
-        for frame in frames(execution):
-            lanes[frame["run"]].append(frame["event"])
-        streams.update({f"{name}, run {n}": events for n, events in enumerate(lanes.values(), start=1)})
-        streams[f"{name}, whole execution"] = [frame["event"] for frame in frames(execution)]
-    assert any("subagentRunId" in event for event in streams["delegation, whole execution"])
-    assert_verified(streams)
+async def _socket_messages(user: AbstractBaseUser, execution_pk: int) -> list[str]:
+    """Every message the execution's websocket sends a new subscriber, up to and including `ready`."""
+    communicator = WebsocketCommunicator(as_user(user), f"/ws/executions/{execution_pk}/")
+    connected, _ = await communicator.connect()
+    assert connected
+    await communicator.send_json_to({"type": "subscribe", "after": None})
+    texts = []
+    while not texts or json.loads(texts[-1])["type"] != "ready":
+        texts.append(await communicator.receive_from(timeout=10))
+    await communicator.disconnect()
+    return texts
+
+
+def _socket_events(texts: list[str]) -> list[dict[str, Any]]:
+    messages = [json.loads(text) for text in texts]
+    return [frame for message in messages if message["type"] == "events" for frame in message["events"]] + [
+        message for message in messages if message["type"] == "event"
+    ]
+
+
+def test_the_websocket_of_every_demo_scenario_passes_the_official_client(scenarios, django_user_model):
+    viewer = django_user_model.objects.create_user("viewer", password="viewer-password-1")
+    sockets = {name: async_to_sync(_socket_messages)(viewer, execution.pk) for name, execution in scenarios.items()}
+    for name, execution in scenarios.items():
+        sent = sorted(_socket_events(sockets[name]), key=lambda frame: frame["position"])
+        stored = frames(execution)
+        # The socket sends every stored event, decision items included (the timeline page draws them).
+        assert [(f["position"], f["origin"], f["event"]) for f in sent] == [
+            (f["position"], f["origin"], f["event"]) for f in stored
+        ]
+        decisions = [f for f in sent if f["origin"] == TimelineOrigin.HOST]
+        assert [f["event"]["name"] for f in decisions] == (["a13n.host.decision"] if name in DECIDED else [])
+    lanes = assert_socket_verified(sockets)
+    expected = {
+        f"{name}, run {number}"
+        for name, execution in scenarios.items()
+        for number in execution.runs.filter(timeline__isnull=False).distinct().values_list("number", flat=True)
+    } | {f"{name}, whole execution" for name in scenarios}
+    assert lanes == expected
+    assert {"approval, run 2", "question, run 2", "expiry, run 2", "recovery, run 2"} <= lanes
+    assert any(frame["subagent_run_id"] for frame in _socket_events(sockets["delegation"]))
 
 
 async def _sse_text(execution_pk: int) -> list[str]:
-    return [chunk async for chunk in sse_events(execution_pk, 0, in_run=False)]
+    return [chunk async for chunk in sse_events(execution_pk, 0)]
 
 
-@pytest.mark.django_db(transaction=True)
-def test_the_sse_stream_of_every_demo_scenario_passes_the_official_client(monkeypatch, settings):
-    require_client()
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    # Committed runs would be queued on RQ; here this process executes them itself.
-    monkeypatch.setattr(executions, "enqueue_run", lambda run: None)
+def test_the_sse_stream_of_every_demo_scenario_passes_the_official_client(scenarios):
     streams: dict[str, list[dict[str, Any]]] = {}
-    for name, execution in demo_scenarios(decide_as_operator).items():
+    for name, execution in scenarios.items():
         sent = list(parse(iter("".join(async_to_sync(_sse_text)(execution.pk)).split("\n"))))
         stored = {frame["position"]: frame["event"] for frame in frames(execution)}
         # The stored events, in order, with their positions as SSE ids; only Host items between runs stay out.
@@ -148,6 +189,6 @@ def test_the_sse_stream_of_every_demo_scenario_passes_the_official_client(monkey
         ]
         left_out = {position for position in stored} - {e.position for e in sent}
         assert all(stored[position]["name"] == "a13n.host.decision" for position in left_out)
-        assert bool(left_out) == (name in ("approval", "question"))
+        assert bool(left_out) == (name in DECIDED)
         streams[name] = [e.event for e in sent]
     assert_verified(streams)

@@ -47,6 +47,7 @@ def test_frames_are_published_after_commit_in_position_order(sent, django_captur
         "run": run.pk,
         "run_number": run.number,
         "subagent_run_id": "",
+        "origin": "run",
         "event_json": stored_text,
     }
     assert json.loads(stored_text) == stored[0].event

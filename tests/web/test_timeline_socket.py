@@ -135,6 +135,7 @@ async def test_frames_carry_run_and_the_standard_agui_encoding(seeded_run):
         "run": run.pk,
         "run_number": run.number,
         "subagent_run_id": "",
+        "origin": "run",
         "event": {
             "type": "TEXT_MESSAGE_CONTENT",
             "timestamp": events[0]["event"]["timestamp"],
