@@ -1,11 +1,7 @@
 """RQ entry points (thin): the work lives in runs.services."""
 
-from runs.services import recovery, runner
+from runs.services import runner
 
 
 def execute_run(run_pk: int) -> str:
     return runner.execute_run(run_pk)
-
-
-def sweep() -> str:
-    return str(recovery.sweep())

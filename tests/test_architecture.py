@@ -1,5 +1,6 @@
 """Architecture rules run with the test suite: the pure packages stay pure (import-linter), the code is linted."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -8,8 +9,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
-def run(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+def run(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
 
 
 def test_import_contracts_hold():
@@ -18,13 +19,16 @@ def test_import_contracts_hold():
 
 
 def test_import_contract_catches_django_in_the_engine(tmp_path):
-    """Guard the guard: a module in runs.harness importing django must make the contract fail."""
-    offender = ROOT / "runs" / "harness" / "_contract_probe.py"
-    offender.write_text("import django  # noqa: F401\n")
-    try:
-        result = run(str(BIN / "lint-imports"), "--no-cache")
-    finally:
-        offender.unlink()
+    """Guard the guard: a module in runs.harness importing django must make the contract fail.
+
+    The offender goes into a copy of the packages, never into the checkout, where parallel runs would see it;
+    lint-imports reads the copy's configuration and finds the copy first on its path (its working directory).
+    """
+    for package in ("runs", "observers", "agui_api"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    (tmp_path / "runs" / "harness" / "_contract_probe.py").write_text("import django  # noqa: F401\n")
+    result = run(str(BIN / "lint-imports"), "--no-cache", cwd=tmp_path)
     assert result.returncode != 0
     assert "runs.harness._contract_probe" in result.stdout
 

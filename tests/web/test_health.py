@@ -40,9 +40,9 @@ def test_health_reports_each_part_with_its_own_status(client, settings, redis_se
     assert (sweeper["status"], sweeper["sweepers"]) == ("ok", 1)
 
     connection = redis.Redis.from_url(settings.RQ_QUEUES["default"]["URL"])
-    for _ in range(2):
-        # Straight to RQ: django-rq's queue would wait for this test's transaction to commit.
-        Queue("default", connection=connection).enqueue("runs.jobs.sweep")
+    for run_pk in (1, 2):
+        # Straight to RQ: django-rq's queue would wait for this test's transaction to commit. No worker takes them.
+        Queue("default", connection=connection).enqueue("runs.jobs.execute_run", run_pk)
     assert client.get("/health/").json()["queue"] == {"status": "backlog", "depth": 2}
     connection.flushdb()
 

@@ -5,20 +5,22 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from django.conf import settings
+
 from runs.models import Execution, TimelineEvent
 
 ROOT = Path(__file__).resolve().parents[2]
-# The README's pictures are refreshed only on request, so an ordinary test run leaves the work tree clean.
-SCREENSHOTS = (
-    ROOT / "docs" / "screenshots"
-    if os.environ.get("HARNESS_UPDATE_SCREENSHOTS")
-    else ROOT / "tests" / "artifacts" / "screenshots"
-)
 
 
 def screenshot(page, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
+    """The README's pictures are refreshed only on request; an ordinary run writes its own into the var directory,
+    so it leaves the checkout clean and runs in parallel (each with its HARNESS_VAR_DIR) keep theirs apart."""
+    if os.environ.get("HARNESS_UPDATE_SCREENSHOTS"):
+        folder = ROOT / "docs" / "screenshots"
+    else:
+        folder = settings.HARNESS_VAR_DIR / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / name), full_page=True)
 
 
 def dom_positions(page) -> list[int]:
