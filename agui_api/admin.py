@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.defaultfilters import pluralize
 
 from .models import ApiToken
 
@@ -37,9 +38,11 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        count = 0
         for token in queryset:
             token.revoke()
-        self.message_user(request, f"Revoked {queryset.count()} token(s).")
+            count += 1
+        self.message_user(request, f"Revoked {count} token{pluralize(count)}.")
 
     def has_delete_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
         # Revoked tokens stay as the record of who could call the endpoint.

@@ -17,6 +17,7 @@ from ag_ui.core import RunAgentInput, TextInputContent, UserMessage
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.template.defaultfilters import pluralize
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from runs.harness.state import THREAD_ID_PATTERN
@@ -108,9 +109,10 @@ def _check_history(thread: Thread, client_texts: Sequence[str]) -> None:
         raise Refused(
             409,
             "history_mismatch",
-            f"The messages do not match thread {thread.thread_id}: it holds {len(prompts)} user message(s) before "
-            f"this one, the request sent {len(client_texts)} that differ. The thread's own history is used, never the "
-            "client's; reload the thread (or use a new threadId) and send only the new user message after it.",
+            f"The messages do not match thread {thread.thread_id}: it holds {len(prompts)} user "
+            f"message{pluralize(len(prompts))} before this one, the request sent {len(client_texts)} that "
+            f"differ{pluralize(len(client_texts), 's,')}. The thread's own history is used, never the client's; "
+            "reload the thread (or use a new threadId) and send only the new user message after it.",
             [{"thread": prompts, "sent": list(client_texts)}],
         )
 

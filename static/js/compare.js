@@ -4,7 +4,7 @@
 // or times, which always differ between runs. Harness event groups and decision items are host bookkeeping and
 // are left out of the comparison.
 
-import { el } from "./dom.js";
+import { el, plural } from "./dom.js";
 
 const SKIPPED = new Set(["group", "decision"]);
 const SHOWN_CHARS = 160;
@@ -132,6 +132,6 @@ export class LaneComparison {
     }
     this.table.replaceChildren(...rows);
     this.verdict.textContent =
-      first === null ? `The runs do the same ${rows.length} steps.` : `The runs diverge at step ${first + 1}.`;
+      first === null ? `The runs do the same ${plural(rows.length, "step")}.` : `The runs diverge at step ${first + 1}.`;
   }
 }

@@ -181,6 +181,7 @@ def test_bad_input_is_refused_with_a_clear_error(client, token):
         f"/agui/{PROFILE}/", json=run_input("agui_thread7", "r2", "something else", "hello again"), headers=headers
     )
     assert forged.status_code == 409 and forged.json()["error"] == "history_mismatch"
+    assert "it holds 1 user message before this one, the request sent 1 that differs." in forged.json()["message"]
     assert Execution.objects.filter(thread__thread_id="agui_thread7").count() == 1
     wrong_answer = [{"interruptId": "nope", "status": "resolved", "payload": {"approved": True}}]
     nothing = client.post(

@@ -24,6 +24,9 @@ def test_a_token_is_shown_once_stored_hashed_and_revocable(admin_client):
     detail = admin_client.get(f"/admin/agui_api/apitoken/{token.pk}/change/").content.decode()
     assert secret not in listing and secret not in detail
 
-    admin_client.post("/admin/agui_api/apitoken/", {"action": "revoke", "_selected_action": [token.pk]}, follow=True)
+    revoked = admin_client.post(
+        "/admin/agui_api/apitoken/", {"action": "revoke", "_selected_action": [token.pk]}, follow=True
+    )
+    assert "Revoked 1 token." in revoked.content.decode()
     token.refresh_from_db()
     assert token.revoked_at is not None and not ApiToken.objects.active().exists()

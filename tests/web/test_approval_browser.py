@@ -164,8 +164,11 @@ def test_the_form_appears_live_when_the_open_execution_suspends(live_stack, oper
     expect(page.locator("#approval-form")).to_have_count(0)
 
     expect(page.locator("#approval-form")).to_be_visible(timeout=90_000)
+    # One request: singular, in the form and in the answer to the post.
+    expect(page.locator(".approval-set")).to_contain_text("The run suspended on 1 request;")
     row(page, "deploy_release").locator("input[value=approve]").check()
     page.click("button.submit-decisions")
+    expect(page.locator(".approval-done")).to_have_text("Decisions recorded for 1 request; run 2 resumes.")
 
     expect(page.locator("#execution-status")).to_have_text("completed", timeout=60_000)
     assert ToolDispatch.objects.filter(tool_name="deploy_release").count() == 1

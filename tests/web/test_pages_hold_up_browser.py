@@ -158,6 +158,36 @@ def test_event_groups_have_human_labels_and_counts_have_plurals(operator_page, l
     expect(operator_page.locator(".lane-head[data-run] .lane-count").first).to_have_text("5 events")
 
 
+def test_a_count_of_one_is_singular(operator_page, live_stack):
+    page = operator_page
+    lone = seed.make_execution(seed.make_thread("One of each"), status="completed")
+    run = seed.make_run(lone, status="completed")
+    thread_id = lone.thread.thread_id
+    seed.append_events(
+        run,
+        [
+            RunStartedEvent(thread_id=thread_id, run_id=run.run_id),
+            CustomEvent(name="a13n.harness.lifecycle", value={"type": "model_request_started"}),
+        ],
+    )
+    page.goto(f"{live_stack.base_url}/executions/{lone.pk}/")
+    wait_until_drawn(page, lone)
+    expect(page.locator("#execution-totals")).to_have_text(re.compile(r"^1 run · "))
+    expect(page.locator(".item-group summary")).to_have_text("1 harness event: run lifecycle")
+
+    # Two runs of one event each, doing the same single step.
+    twins = seed.make_execution(seed.make_thread("Twins"), status="completed")
+    for reason in ("initial", "recovery"):
+        twin = seed.make_run(twins, reason=reason, status="completed")
+        seed.append_events(twin, [RunStartedEvent(thread_id=twins.thread.thread_id, run_id=twin.run_id)])
+    page.goto(f"{live_stack.base_url}/executions/{twins.pk}/")
+    wait_until_drawn(page, twins)
+    counts = page.locator(".lane-head[data-run] .lane-count")
+    expect(counts).to_have_text(["1 event", "1 event"])
+    page.locator("#compare-toggle").click()
+    expect(page.locator("#compare .compare-verdict")).to_have_text("The runs do the same 1 step.")
+
+
 def test_the_lane_the_raw_json_and_the_run_page_give_the_same_run_number(operator_page, live_stack):
     execution = long_token_execution()
     second = execution.runs.get(number=2)
