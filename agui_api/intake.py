@@ -20,7 +20,7 @@ from django.db import transaction
 from django.template.defaultfilters import pluralize
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
-from runs.harness.state import THREAD_ID_PATTERN
+from runs.harness import THREAD_ID_PATTERN
 from runs.models import AgentProfile, ExecutionStatus, Thread
 from runs.services import checkpoints, executions
 from runs.services.approvals import SubmissionRejected, pending_requests, submit_decisions

@@ -55,8 +55,7 @@ def _bare(deltas: int) -> float:
 
 
 def _engine(deltas: int) -> float:
-    from runs.harness import AgentDefinition
-    from runs.harness.context import RunBindings
+    from runs.harness import AgentDefinition, RunBindings
 
     executable = AgentDefinition(name="bench", model=_model(deltas)).build()
 

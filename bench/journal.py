@@ -113,7 +113,7 @@ class _RunAtDepth:
 
     def _exporter(self) -> Any:
         """`export(boundary)` for the writer: the engine's export work, with an encoder warmed up to the window."""
-        from runs.harness.state import HistoryEncoder
+        from runs.harness import HistoryEncoder
 
         encoder = HistoryEncoder()
         before = [b for b in self.synthetic.boundaries if b.position < self.start]

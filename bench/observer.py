@@ -14,7 +14,7 @@ from typing import Any
 from pydantic_ai.ui.ag_ui import AGUIEventStream
 
 from observers.agui import HarnessAguiStreamObserver
-from runs.harness.events import HarnessEvent, HarnessExtensionEvent
+from runs.harness import HarnessEvent, HarnessExtensionEvent
 
 from .context import Context
 from .measure import Comparison, Report, Target, measure_pair, stopwatch

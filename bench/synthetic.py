@@ -23,10 +23,7 @@ from typing import Any
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ThinkingPart, ToolCallPart, UsageLimits
 from pydantic_ai.models.function import AgentInfo
 
-from runs.harness import AgentDefinition, HarnessState
-from runs.harness.deferred import DeferredToolResume
-from runs.harness.delegation import inline_delegation_tool
-from runs.harness.scripted import scripted_model
+from runs.harness import AgentDefinition, DeferredToolResume, HarnessState, inline_delegation_tool, scripted_model
 from runs.services.boundaries import CheckpointBoundaries, boundary_of
 from runs.services.codec import EncodedItem, decode_item, encode_item
 

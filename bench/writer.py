@@ -41,7 +41,7 @@ async def write_like_worker(
 ) -> float:
     from django.db import transaction
 
-    from runs.harness.events import HarnessRunResultEvent
+    from runs.harness import HarnessRunResultEvent
     from runs.models import CheckpointKind
     from runs.services import checkpoints, runner
     from runs.services.batching import BatchWriter

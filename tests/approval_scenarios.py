@@ -13,9 +13,7 @@ from django.utils import timezone
 from pydantic_ai import DeferredToolRequests as NativeDeferredToolRequests
 from pydantic_ai import ModelRequest, ModelResponse, Tool, ToolCallPart, UserPromptPart
 
-from runs.harness.deferred import DeferredToolRequests
-from runs.harness.events import HarnessRunResultEvent
-from runs.harness.result import HarnessRunResult
+from runs.harness import DeferredToolRequests, HarnessRunResult, HarnessRunResultEvent
 from runs.models import (
     AgentProfile,
     CheckpointKind,

@@ -6,19 +6,21 @@ runs; both rebuild atomically from source history with `resume()`.
 
 from __future__ import annotations
 
-from .continuation import ObserverContinuation
-from .envelopes import AUTHORED_INPUT_EVENT_NAMES
-from .errors import AguiObservationError
-from .fragments import FRAGMENT_EVENT_NAME, CustomEventAssembler, fragment_custom_event
-from .observer import HarnessAguiObserver
-from .processor import MUTABLE_FIELDS, AguiEventProcessor
-from .stream_observer import HarnessAguiStreamObserver
-from .tool_results import tool_result_content
+from ._continuation import ObserverContinuation
+from ._envelopes import AUTHORED_INPUT_EVENT_NAMES, HARNESS_PREFIX, PYDANTIC_AI_PREFIX
+from ._errors import AguiObservationError
+from ._fragments import FRAGMENT_EVENT_NAME, CustomEventAssembler, fragment_custom_event
+from ._observer import HarnessAguiObserver
+from ._processor import MUTABLE_FIELDS, AguiEventProcessor
+from ._stream_observer import HarnessAguiStreamObserver
+from ._tool_results import tool_result_content
 
 __all__ = (
     "AUTHORED_INPUT_EVENT_NAMES",
     "FRAGMENT_EVENT_NAME",
+    "HARNESS_PREFIX",
     "MUTABLE_FIELDS",
+    "PYDANTIC_AI_PREFIX",
     "AguiEventProcessor",
     "AguiObservationError",
     "CustomEventAssembler",

@@ -5,9 +5,28 @@ Pure library: no Django, Channels or RQ (enforced by import-linter).
 
 from pydantic_ai import DeferredToolResults
 
+from ._agent import AgentDefinition, ExecutableAgent
+from ._capability_state import AgentContextState
+from ._context import AgentContext, RunBindings
+from ._deferred import DeferredToolCall, DeferredToolRequests, DeferredToolResume
+from ._delegation import inline_delegation_tool
 from ._environment import SHELL_TOOL_NAMES, DynamicEnvironmentCapability
+from ._errors import DefinitionError, HarnessError, RunCleanupError, RunError, StateError
+from ._events import (
+    AgentStreamEventProtocol,
+    HarnessEvent,
+    HarnessExtensionEvent,
+    HarnessRunResultEvent,
+    HarnessStreamEvent,
+    InlineDelegationPayload,
+)
+from ._inputs import InputSource, InputTextEvent
+from ._interrupted import INTERRUPTED_TOOL_RESULT
 from ._local_shell import LocalShellEnvironment
+from ._recovery import ToolRecoveryMode, tool_call_approved
+from ._result import HarnessRunResult, RunStatus, RunUsageSummary, SafeFailure, SuspendReason
 from ._run_shell import SHELL_MOUNT, RunShell, ShellInfo, ShellListing, ShellOutput, ShellPage, ShellRefusal
+from ._scripted import Script, scripted_model
 from ._shell import (
     ShellAction,
     ShellChunk,
@@ -17,31 +36,25 @@ from ._shell import (
     ShellStatus,
     ShellStream,
 )
-from .agent import AgentDefinition, ExecutableAgent
-from .capability_state import AgentContextState
-from .context import AgentContext, RunBindings
-from .deferred import DeferredToolCall, DeferredToolRequests, DeferredToolResume
-from .delegation import inline_delegation_tool
-from .errors import DefinitionError, HarnessError, RunCleanupError, RunError, StateError
-from .events import (
-    AgentStreamEventProtocol,
-    HarnessEvent,
-    HarnessExtensionEvent,
-    HarnessRunResultEvent,
-    HarnessStreamEvent,
-    InlineDelegationPayload,
+from ._state import (
+    THREAD_ID_PATTERN,
+    AgentContextStateSnapshot,
+    CapabilityState,
+    EnvironmentState,
+    HarnessState,
+    HistoryEncoder,
+    StoredRef,
+    new_thread_id,
 )
-from .inputs import InputSource, InputTextEvent
-from .interrupted import INTERRUPTED_TOOL_RESULT
-from .recovery import ToolRecoveryMode
-from .result import HarnessRunResult, RunUsageSummary, SafeFailure
-from .state import AgentContextStateSnapshot, CapabilityState, EnvironmentState, HarnessState, StoredRef
-from .stream import HarnessRunStream
+from ._stream import HarnessRunStream
+from ._tools import RECOVERY_RETRY_SAFE_METADATA_KEY, is_recovery_retryable, recovery_retryable
 
 __all__ = (
     "INTERRUPTED_TOOL_RESULT",
+    "RECOVERY_RETRY_SAFE_METADATA_KEY",
     "SHELL_MOUNT",
     "SHELL_TOOL_NAMES",
+    "THREAD_ID_PATTERN",
     "AgentContext",
     "AgentContextState",
     "AgentContextStateSnapshot",
@@ -64,6 +77,7 @@ __all__ = (
     "HarnessRunStream",
     "HarnessState",
     "HarnessStreamEvent",
+    "HistoryEncoder",
     "InlineDelegationPayload",
     "InputSource",
     "InputTextEvent",
@@ -72,8 +86,10 @@ __all__ = (
     "RunCleanupError",
     "RunError",
     "RunShell",
+    "RunStatus",
     "RunUsageSummary",
     "SafeFailure",
+    "Script",
     "ShellAction",
     "ShellChunk",
     "ShellCommand",
@@ -88,6 +104,12 @@ __all__ = (
     "ShellStream",
     "StateError",
     "StoredRef",
+    "SuspendReason",
     "ToolRecoveryMode",
     "inline_delegation_tool",
+    "is_recovery_retryable",
+    "new_thread_id",
+    "recovery_retryable",
+    "scripted_model",
+    "tool_call_approved",
 )

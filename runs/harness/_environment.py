@@ -17,10 +17,10 @@ from pydantic_ai import RunContext, Tool, ToolDefinition
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.toolsets import AgentToolset, FunctionToolset
 
+from ._context import AgentContext
+from ._errors import RunError
 from ._run_shell import ShellInfo, ShellListing, ShellPage, ShellRefusal
 from ._shell import ShellAction, ShellSignal
-from .context import AgentContext
-from .errors import RunError
 
 __all__ = ("SHELL_TOOL_NAMES", "DynamicEnvironmentCapability")
 

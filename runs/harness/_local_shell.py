@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+from ._errors import RunError
 from ._shell import ShellAction, ShellChunk, ShellCommand, ShellSignal, ShellStatus, ShellStream
-from .errors import RunError
-from .state import EnvironmentState
+from ._state import EnvironmentState
 
 __all__ = ("LocalShellEnvironment",)
 

@@ -17,9 +17,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ._errors import RunError
 from ._shell import ShellAction, ShellCommand, ShellEnvironment, ShellSignal, ShellStatus, ShellStream
-from .errors import RunError
-from .state import EnvironmentState
+from ._state import EnvironmentState
 
 __all__ = ("SHELL_MOUNT", "RunShell", "ShellInfo", "ShellListing", "ShellOutput", "ShellPage", "ShellRefusal")
 

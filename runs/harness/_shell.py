@@ -13,7 +13,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from .state import EnvironmentState
+from ._state import EnvironmentState
 
 __all__ = (
     "ShellAction",

@@ -47,10 +47,10 @@ from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from .agent import AgentDefinition, ExecutableAgent
-from .delegation import inline_delegation_tool
-from .scripted import stream_script
-from .tools import recovery_retryable
+from ._agent import AgentDefinition, ExecutableAgent
+from ._delegation import inline_delegation_tool
+from ._scripted import stream_script
+from ._tools import recovery_retryable
 
 __all__ = (
     "DEMO_AGENT_NAME",

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability
 
-from runs.harness.agent import AgentDefinition, ExecutableAgent
+from runs.harness import AgentDefinition, ExecutableAgent
 from runs.harness.demo import INSTRUCTIONS
 from runs.models import AgentProfile, Run
 

@@ -27,7 +27,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 from pydantic_ai import ToolApproved, ToolDenied, ToolFailed
 
-from runs.harness.deferred import DeferredToolRequests, DeferredToolResume
+from runs.harness import DeferredToolRequests, DeferredToolResume
 from runs.models import (
     Decision,
     DecisionSubmission,

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import transaction
 
-from runs.harness.events import HarnessStreamEvent
+from runs.harness import HarnessStreamEvent
 
 from .leases import Lease
 from .projection import RunProjection

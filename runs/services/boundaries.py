@@ -19,8 +19,7 @@ from typing import Any, Literal
 from pydantic_ai import RunContext, ToolCallPart, ToolDefinition
 from pydantic_ai.capabilities import AbstractCapability
 
-from runs.harness.events import HarnessEvent, HarnessExtensionEvent, HarnessStreamEvent
-from runs.harness.tools import is_recovery_retryable
+from runs.harness import HarnessEvent, HarnessExtensionEvent, HarnessStreamEvent, is_recovery_retryable
 
 __all__ = ("BOUNDARY_TYPE", "CheckpointBoundaries", "boundary_of")
 

@@ -27,8 +27,7 @@ from django.db.models import Q
 from django.utils.crypto import salted_hmac
 from pydantic import ValidationError
 
-from runs.harness.deferred import DeferredToolResume
-from runs.harness.state import HarnessState
+from runs.harness import DeferredToolResume, HarnessState
 from runs.models import Checkpoint, CheckpointKind, Run, Thread
 
 from .codec import decode_resume, encode_resume

@@ -24,10 +24,20 @@ import pydantic_core
 from pydantic import BaseModel, Field, JsonValue, TypeAdapter, ValidationError
 from pydantic_ai import AgentStreamEvent
 
-from runs.harness.deferred import DeferredToolRequests, DeferredToolResume
-from runs.harness.events import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, HarnessStreamEvent
-from runs.harness.result import HarnessRunResult, RunStatus, RunUsageSummary, SafeFailure, SuspendReason
-from runs.harness.state import HarnessState
+from runs.harness import (
+    DeferredToolRequests,
+    DeferredToolResume,
+    HarnessEvent,
+    HarnessExtensionEvent,
+    HarnessRunResult,
+    HarnessRunResultEvent,
+    HarnessState,
+    HarnessStreamEvent,
+    RunStatus,
+    RunUsageSummary,
+    SafeFailure,
+    SuspendReason,
+)
 
 __all__ = (
     "CODEC_VERSION",

@@ -5,8 +5,7 @@ The raw name stays on each row (and in the raw JSON); the labels only say what h
 
 from __future__ import annotations
 
-from observers.agui.envelopes import HARNESS_PREFIX, PYDANTIC_AI_PREFIX
-from observers.agui.fragments import FRAGMENT_EVENT_NAME
+from observers.agui import FRAGMENT_EVENT_NAME, HARNESS_PREFIX, PYDANTIC_AI_PREFIX
 
 _PYDANTIC_AI = {
     "part_start": "model part started",

@@ -8,8 +8,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
-from runs.harness.deferred import DeferredToolResume
-from runs.harness.state import HarnessState, new_thread_id
+from runs.harness import DeferredToolResume, HarnessState, new_thread_id
 from runs.models import (
     ACTIVE_EXECUTION_STATUSES,
     AgentProfile,

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import transaction
 
-from runs.harness.state import new_thread_id
+from runs.harness import new_thread_id
 from runs.models import Checkpoint, CheckpointKind, Thread
 
 from . import checkpoints

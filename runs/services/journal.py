@@ -17,8 +17,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import transaction
 
-from runs.harness.events import HarnessRunResultEvent, HarnessStreamEvent
-from runs.harness.state import HarnessState
+from runs.harness import HarnessRunResultEvent, HarnessState, HarnessStreamEvent
 from runs.models import Checkpoint, CheckpointKind, JournalEntry, Run, RunStatus
 
 from . import checkpoints

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_ai import ApprovalRequired, RunContext, ToolCallPart, ToolDefinition
 from pydantic_ai.capabilities import AbstractCapability
 
-from runs.harness.recovery import tool_call_approved
+from runs.harness import tool_call_approved
 from runs.models import POLICY_VERSION_LIMITS, HostPolicy, HostPolicyVersion
 
 APPROVAL_CAPABILITY_ID = "host.approval_policy"

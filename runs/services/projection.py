@@ -21,7 +21,7 @@ from ag_ui.core import BaseEvent
 from django.db import transaction
 
 from observers.agui import HarnessAguiStreamObserver
-from runs.harness.events import HarnessStreamEvent
+from runs.harness import HarnessStreamEvent
 from runs.models import Run, TimelineEvent, TimelineOrigin
 
 from . import journal

@@ -17,8 +17,8 @@ from typing import Any
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.providers import Provider, infer_provider, infer_provider_class
 
+from runs.harness import RunError
 from runs.harness.demo import demo_model
-from runs.harness.errors import RunError
 
 __all__ = ("DEMO_MODEL", "PROVIDERS", "ModelChoice", "ProviderSpec", "build_model", "model_problems")
 

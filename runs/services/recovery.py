@@ -30,15 +30,16 @@ from rq import Queue
 from rq.job import Job, JobStatus
 
 from observers.agui import HarnessAguiStreamObserver
-from runs.harness.deferred import DeferredToolResume
-from runs.harness.events import (
+from runs.harness import (
+    DeferredToolResume,
     HarnessEvent,
     HarnessExtensionEvent,
+    HarnessRunResult,
     HarnessRunResultEvent,
     HarnessStreamEvent,
     InlineDelegationPayload,
+    SafeFailure,
 )
-from runs.harness.result import HarnessRunResult, SafeFailure
 from runs.models import (
     Checkpoint,
     CheckpointKind,

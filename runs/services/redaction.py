@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from ag_ui.core import BaseEvent, CustomEvent
 
-from observers.agui.fragments import FRAGMENT_EVENT_NAME, fragment_custom_event
+from observers.agui import FRAGMENT_EVENT_NAME, fragment_custom_event
 from runs.models import HostPolicyVersion
 
 from .policy import parse_redact_patterns
@@ -74,7 +74,7 @@ _STRUCTURAL_FIELDS = frozenset(
         "protocolVersion",
     }
 )
-# Correlation of a CUSTOM envelope or a raw event with its source item (observers.agui.envelopes).
+# Correlation of a CUSTOM envelope or a raw event with its source item (observers.agui._envelopes).
 _ENVELOPE_KEYS = frozenset({"thread_id", "run_id", "sequence", "occurred_at", "event_kind"})
 # Streamed content and the events that end it: (stream family, field naming the stream).
 _STREAMED = {

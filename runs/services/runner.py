@@ -24,12 +24,16 @@ from pydantic_ai import ToolCallPart, ToolDefinition
 from pydantic_ai.messages import ModelResponse
 
 from observers.agui import HarnessAguiStreamObserver
-from runs.harness.context import RunBindings
-from runs.harness.deferred import DeferredToolCall, DeferredToolResume
-from runs.harness.errors import HarnessError
-from runs.harness.events import HarnessRunResultEvent
-from runs.harness.result import HarnessRunResult, SafeFailure
-from runs.harness.state import HarnessState
+from runs.harness import (
+    DeferredToolCall,
+    DeferredToolResume,
+    HarnessError,
+    HarnessRunResult,
+    HarnessRunResultEvent,
+    HarnessState,
+    RunBindings,
+    SafeFailure,
+)
 from runs.models import (
     CheckpointKind,
     DeferredKind,

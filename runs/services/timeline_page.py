@@ -9,8 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
-from observers.agui.envelopes import HARNESS_PREFIX
-from observers.agui.fragments import FRAGMENT_EVENT_NAME
+from observers.agui import FRAGMENT_EVENT_NAME, HARNESS_PREFIX
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution
 
 from . import provenance

@@ -31,7 +31,7 @@ from pydantic_ai import (
     ToolReturnPart,
 )
 
-from runs.harness.events import HarnessExtensionEvent
+from runs.harness import HarnessExtensionEvent
 
 from .sources import SourceRun
 

@@ -8,16 +8,18 @@ from typing import Any
 
 from pydantic_ai import ToolCallPart
 
-from runs.harness.deferred import DeferredToolCall, DeferredToolRequests
-from runs.harness.events import (
+from runs.harness import (
+    DeferredToolCall,
+    DeferredToolRequests,
     HarnessEvent,
+    HarnessRunResult,
     HarnessRunResultEvent,
+    HarnessState,
     InlineDelegationPayload,
-    lifecycle_event,
-    run_started_event,
+    RunUsageSummary,
+    SafeFailure,
 )
-from runs.harness.result import HarnessRunResult, RunUsageSummary, SafeFailure
-from runs.harness.state import HarnessState
+from runs.harness._events import lifecycle_event, run_started_event
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -56,8 +56,7 @@ from observers.agui import (
     CustomEventAssembler,
     HarnessAguiObserver,
 )
-from runs.harness import InputTextEvent
-from runs.harness.events import HarnessExtensionEvent
+from runs.harness import HarnessExtensionEvent, InputTextEvent
 
 from .agui_rules import assert_agui_stream
 from .sources import SourceRun

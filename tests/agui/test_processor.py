@@ -27,7 +27,7 @@ from pydantic_ai import (
 )
 
 from observers.agui import FRAGMENT_EVENT_NAME, AguiObservationError, HarnessAguiObserver
-from runs.harness.events import HarnessExtensionEvent
+from runs.harness import HarnessExtensionEvent
 
 from .sources import SourceRun
 

@@ -11,7 +11,7 @@ from ag_ui.core import BaseEvent, CustomEvent, TextMessageContentEvent
 from pydantic_ai import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPart, TextPartDelta, ThinkingPart
 
 from observers.agui import AguiObservationError, HarnessAguiObserver
-from runs.harness.events import HarnessEvent, HarnessExtensionEvent
+from runs.harness import HarnessEvent, HarnessExtensionEvent
 
 from .sources import SourceRun, history
 

@@ -26,7 +26,7 @@ from pydantic_ai import (
 )
 
 from observers.agui import AguiObservationError, HarnessAguiObserver, HarnessAguiStreamObserver
-from runs.harness.events import HarnessExtensionEvent
+from runs.harness import HarnessExtensionEvent
 
 from .agui_rules import assert_agui_stream
 from .sources import SourceRun, history

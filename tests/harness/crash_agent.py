@@ -21,12 +21,15 @@ from pathlib import Path
 from pydantic_ai import FunctionToolCallEvent, ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo
 
-from runs.harness.agent import AgentDefinition, ExecutableAgent
-from runs.harness.events import HarnessEvent
-from runs.harness.interrupted import is_unknown_result
-from runs.harness.scripted import scripted_model
-from runs.harness.state import HarnessState
-from runs.harness.tools import recovery_retryable
+from runs.harness import (
+    AgentDefinition,
+    ExecutableAgent,
+    HarnessEvent,
+    HarnessState,
+    recovery_retryable,
+    scripted_model,
+)
+from runs.harness._interrupted import is_unknown_result
 
 
 def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

@@ -18,8 +18,7 @@ from pydantic_ai import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from runs.harness.interrupted import INTERRUPTED_TOOL_RESULT
-from runs.harness.scripted import scripted_model
+from runs.harness import INTERRUPTED_TOOL_RESULT, scripted_model
 
 FIXED_TIME = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -11,8 +11,7 @@ from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, Too
 from pydantic_ai.models.function import AgentInfo
 from pydantic_core import to_jsonable_python
 
-from runs.harness import EnvironmentState, ShellAction, ShellChunk, ShellSignal, ShellStatus, ShellStream
-from runs.harness.scripted import Script
+from runs.harness import EnvironmentState, Script, ShellAction, ShellChunk, ShellSignal, ShellStatus, ShellStream
 
 ALL_ACTIONS: frozenset[ShellAction] = frozenset({"exec", "inspect", "list", "wait", "input", "signal"})
 

@@ -7,8 +7,7 @@ from typing import Any
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo
 
-from runs.harness import HarnessRunStream, HarnessStreamEvent
-from runs.harness.scripted import Script
+from runs.harness import HarnessRunStream, HarnessStreamEvent, Script
 
 
 async def collect(stream: HarnessRunStream[Any]) -> list[HarnessStreamEvent[Any]]:

@@ -14,8 +14,8 @@ from runs.harness import (
     CapabilityState,
     HarnessState,
     StateError,
+    scripted_model,
 )
-from runs.harness.scripted import scripted_model
 
 
 class CounterState(BaseModel):

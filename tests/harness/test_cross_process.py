@@ -11,8 +11,7 @@ from pathlib import Path
 
 from pydantic_ai import ModelResponse, TextPart
 
-from runs.harness import AgentDefinition, HarnessState
-from runs.harness.scripted import scripted_model
+from runs.harness import AgentDefinition, HarnessState, scripted_model
 
 CONTINUE = textwrap.dedent(
     """
@@ -20,7 +19,7 @@ CONTINUE = textwrap.dedent(
     from pathlib import Path
     from pydantic_ai import ModelResponse, TextPart
     from runs.harness import AgentDefinition, HarnessState
-    from runs.harness.scripted import scripted_model
+    from runs.harness._scripted import scripted_model
 
     def script(messages, info):
         prompts = [p.content for m in messages for p in m.parts if p.part_kind == 'user-prompt']

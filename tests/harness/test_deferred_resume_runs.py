@@ -25,12 +25,18 @@ from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
 from pydantic_ai.exceptions import SkipToolExecution
 from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 
-from runs.harness import DeferredToolCall, DeferredToolRequests, DeferredToolResume
-from runs.harness.agent import AgentDefinition, ExecutableAgent
-from runs.harness.context import RunBindings
-from runs.harness.deferred import DEFERRED_UNAVAILABLE_MESSAGE
-from runs.harness.errors import DefinitionError, RunError
-from runs.harness.state import HarnessState
+from runs.harness import (
+    AgentDefinition,
+    DeferredToolCall,
+    DeferredToolRequests,
+    DeferredToolResume,
+    DefinitionError,
+    ExecutableAgent,
+    HarnessState,
+    RunBindings,
+    RunError,
+)
+from runs.harness._deferred import DEFERRED_UNAVAILABLE_MESSAGE
 
 from .recovery_support import CallingModel, Spy, returns_by_id
 

@@ -22,17 +22,15 @@ from pydantic_ai import (
     UserPromptPart,
 )
 
-from runs.harness.deferred import (
-    MAX_DEFERRED_REQUESTS,
+from runs.harness import (
     DeferredToolCall,
     DeferredToolRequests,
     DeferredToolResume,
-    check_resume_surface,
-    preflight_deferred_resume,
-    tool_identity,
+    DefinitionError,
+    HarnessState,
+    RunError,
 )
-from runs.harness.errors import DefinitionError, RunError
-from runs.harness.state import HarnessState
+from runs.harness._deferred import MAX_DEFERRED_REQUESTS, check_resume_surface, preflight_deferred_resume, tool_identity
 
 from .recovery_support import checkpoint_history
 

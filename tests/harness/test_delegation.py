@@ -15,12 +15,12 @@ from runs.harness import (
     HarnessRunResultEvent,
     HarnessState,
     RunError,
+    inline_delegation_tool,
+    scripted_model,
 )
-from runs.harness.deferred import DEFERRED_UNAVAILABLE_MESSAGE
-from runs.harness.delegation import inline_delegation_tool
-from runs.harness.events import run_started_event, utc_now
-from runs.harness.scripted import scripted_model
-from runs.harness.subagents import SUBAGENTS_NAMESPACE, RetainedChildren
+from runs.harness._deferred import DEFERRED_UNAVAILABLE_MESSAGE
+from runs.harness._events import run_started_event, utc_now
+from runs.harness._subagents import SUBAGENTS_NAMESPACE, RetainedChildren
 from tests.harness.streams import call_then_echo, collect
 
 

@@ -5,9 +5,16 @@ from __future__ import annotations
 import pytest
 from pydantic_ai import ModelRequest, ModelResponse, RunContext, TextPart, ToolCallPart, ToolReturnPart
 
-from runs.harness import AgentContext, AgentDefinition, HarnessRunResultEvent, HarnessState, RunBindings, StateError
-from runs.harness.interrupted import is_unknown_result
-from runs.harness.scripted import scripted_model
+from runs.harness import (
+    AgentContext,
+    AgentDefinition,
+    HarnessRunResultEvent,
+    HarnessState,
+    RunBindings,
+    StateError,
+    scripted_model,
+)
+from runs.harness._interrupted import is_unknown_result
 
 
 def _script(messages, info):

@@ -17,8 +17,8 @@ from pydantic_ai import (
 )
 from pydantic_ai.messages import NativeToolCallPart, NativeToolReturnPart
 
-from runs.harness.interrupted import (
-    INTERRUPTED_TOOL_RESULT,
+from runs.harness import INTERRUPTED_TOOL_RESULT
+from runs.harness._interrupted import (
     InterruptedResponseTracker,
     is_unknown_result,
     normalize_interrupted_history,

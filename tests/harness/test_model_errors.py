@@ -12,7 +12,7 @@ from pydantic_ai.exceptions import (
     ModelTimeoutError,
 )
 
-from runs.harness.model_errors import describe_model_error
+from runs.harness._model_errors import describe_model_error
 
 SECRET_BODY = {"error": {"message": "echo of your prompt: password=hunter2"}}
 

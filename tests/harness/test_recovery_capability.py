@@ -29,10 +29,17 @@ from pydantic_ai import DeferredToolResults as NativeResults
 from pydantic_ai.capabilities import AbstractCapability, SetToolMetadata
 from pydantic_ai.toolsets import ExternalToolset
 
-from runs.harness.deferred import DeferredToolCall, DeferredToolRequests, DeferredToolResume
-from runs.harness.errors import DefinitionError, RunError
-from runs.harness.recovery import prepare_tool_recovery, tool_call_approved
-from runs.harness.tools import RECOVERY_RETRY_SAFE_METADATA_KEY, recovery_retryable
+from runs.harness import (
+    RECOVERY_RETRY_SAFE_METADATA_KEY,
+    DeferredToolCall,
+    DeferredToolRequests,
+    DeferredToolResume,
+    DefinitionError,
+    RunError,
+    recovery_retryable,
+    tool_call_approved,
+)
+from runs.harness._recovery import prepare_tool_recovery
 
 from .recovery_support import Recorder, Spy, checkpoint_history, is_unknown, returns_by_id, unknown
 

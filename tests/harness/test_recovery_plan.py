@@ -15,10 +15,8 @@ from pydantic_ai import (
     ToolReturnPart,
 )
 
-from runs.harness.deferred import DeferredToolCall, DeferredToolRequests, DeferredToolResume
-from runs.harness.errors import RunError
-from runs.harness.interrupted import INTERRUPTED_TOOL_RESULT
-from runs.harness.recovery import prepare_tool_recovery
+from runs.harness import INTERRUPTED_TOOL_RESULT, DeferredToolCall, DeferredToolRequests, DeferredToolResume, RunError
+from runs.harness._recovery import prepare_tool_recovery
 
 from .recovery_support import checkpoint_history, is_unknown, unknown
 

@@ -22,11 +22,16 @@ from pydantic_ai import (
     UserPromptPart,
 )
 
-from runs.harness import DeferredToolCall, DeferredToolRequests, DeferredToolResume
-from runs.harness.agent import AgentDefinition, ExecutableAgent
-from runs.harness.context import RunBindings
-from runs.harness.state import HarnessState
-from runs.harness.tools import recovery_retryable
+from runs.harness import (
+    AgentDefinition,
+    DeferredToolCall,
+    DeferredToolRequests,
+    DeferredToolResume,
+    ExecutableAgent,
+    HarnessState,
+    RunBindings,
+    recovery_retryable,
+)
 
 from .recovery_support import FIXED_TIME, Recorder, Spy, checkpoint_history, is_unknown, returns_by_id, unknown
 

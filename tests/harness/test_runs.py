@@ -14,8 +14,7 @@ from pydantic_ai import (
     ToolReturnPart,
 )
 
-from runs.harness import AgentContext, AgentDefinition, EnvironmentState, HarnessState, RunBindings
-from runs.harness.scripted import scripted_model
+from runs.harness import AgentContext, AgentDefinition, EnvironmentState, HarnessState, RunBindings, scripted_model
 
 from .streams import call_then_echo
 

@@ -22,8 +22,8 @@ from runs.harness import (
     RunCleanupError,
     RunError,
     RunShell,
+    scripted_model,
 )
-from runs.harness.scripted import scripted_model
 
 from .shell_support import ScriptedCommand, ScriptedShell, calling, tool_results
 

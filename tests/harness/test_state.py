@@ -18,10 +18,9 @@ from pydantic_ai import (
     UserPromptPart,
 )
 
-from runs.harness import AgentContextStateSnapshot, CapabilityState, EnvironmentState, HarnessState
-from runs.harness import state as state_module
-from runs.harness.state import HistoryEncoder
-from runs.harness.subagents import SUBAGENTS_NAMESPACE, RetainedChild, RetainedChildren
+from runs.harness import AgentContextStateSnapshot, CapabilityState, EnvironmentState, HarnessState, HistoryEncoder
+from runs.harness import _state as state_module
+from runs.harness._subagents import SUBAGENTS_NAMESPACE, RetainedChild, RetainedChildren
 
 HISTORY = [
     ModelRequest(parts=[UserPromptPart("plan the trip")]),

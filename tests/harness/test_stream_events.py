@@ -17,9 +17,9 @@ from runs.harness import (
     HarnessState,
     InputTextEvent,
     RunError,
+    scripted_model,
 )
-from runs.harness.events import run_started_event
-from runs.harness.scripted import scripted_model
+from runs.harness._events import run_started_event
 from tests.harness.streams import call_then_echo, collect
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic_ai import RunContext, Tool, ToolDefinition
 from pydantic_ai.capabilities import Capability
 
-from runs.harness.tools import RECOVERY_RETRY_SAFE_METADATA_KEY, is_recovery_retryable, recovery_retryable
+from runs.harness import RECOVERY_RETRY_SAFE_METADATA_KEY, is_recovery_retryable, recovery_retryable
 
 
 def read_record(record_id: str) -> str:

@@ -7,9 +7,8 @@ from typing import Any
 
 from pydantic_ai.messages import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPart, TextPartDelta
 
-from runs.harness.events import HarnessEvent, HarnessRunResultEvent, run_started_event
-from runs.harness.result import HarnessRunResult
-from runs.harness.state import HarnessState
+from runs.harness import HarnessEvent, HarnessRunResult, HarnessRunResultEvent, HarnessState
+from runs.harness._events import run_started_event
 from runs.models import AgentProfile, Run, Thread
 from runs.services import executions, leases, policy
 

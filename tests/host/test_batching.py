@@ -9,7 +9,7 @@ import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from pydantic_ai.messages import PartDeltaEvent, TextPartDelta
 
-from runs.harness.events import HarnessEvent
+from runs.harness import HarnessEvent
 from runs.models import JournalEntry, Run, TimelineEvent
 from runs.services import leases
 from runs.services.batching import BatchWriter

@@ -11,8 +11,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from pydantic_ai import DeferredToolResults, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-from runs.harness.deferred import DeferredToolRequests, DeferredToolResume
-from runs.harness.state import HarnessState
+from runs.harness import DeferredToolRequests, DeferredToolResume, HarnessState
 from runs.models import Checkpoint, CheckpointKind, ExecutionStatus, Run, RunReason, Thread
 from runs.services import checkpoints, forks, recovery, runner
 from tests.host import builders

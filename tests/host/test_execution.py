@@ -11,8 +11,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic_ai import ToolReturnPart
 
-from runs.harness.deferred import DeferredToolResume
-from runs.harness.interrupted import is_unknown_result
+from runs.harness import DeferredToolResume
+from runs.harness._interrupted import is_unknown_result
 from runs.models import (
     Checkpoint,
     CheckpointKind,
@@ -504,7 +504,7 @@ def test_a_worker_dying_while_it_records_the_result_leaves_neither_result_nor_ou
 
 
 def test_a_stream_that_breaks_off_fails_the_run_and_ends_its_lane(demo_thread, monkeypatch):
-    from runs.harness.errors import RunError
+    from runs.harness import RunError
 
     def broken(*args, **kwargs):
         raise RunError("the state store is unavailable", code="state_store_unavailable")

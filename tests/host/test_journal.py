@@ -11,10 +11,16 @@ from django.utils import timezone
 from pydantic_ai import ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
 from pydantic_ai.messages import FunctionToolCallEvent, PartStartEvent, TextPart
 
-from runs.harness.deferred import DeferredToolCall, DeferredToolRequests
-from runs.harness.events import HarnessEvent, HarnessRunResultEvent, InlineDelegationPayload
-from runs.harness.result import HarnessRunResult, SafeFailure
-from runs.harness.state import HarnessState
+from runs.harness import (
+    DeferredToolCall,
+    DeferredToolRequests,
+    HarnessEvent,
+    HarnessRunResult,
+    HarnessRunResultEvent,
+    HarnessState,
+    InlineDelegationPayload,
+    SafeFailure,
+)
 from runs.models import JournalEntry, Run, TimelineEvent
 from runs.services import journal, leases
 from runs.services.codec import CODEC_VERSION, CodecError, decode_item, encode_item

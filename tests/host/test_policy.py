@@ -19,7 +19,7 @@ from pydantic_ai import (
 )
 from pydantic_ai.models.function import FunctionModel
 
-from runs.harness.recovery import prepare_tool_recovery
+from runs.harness._recovery import prepare_tool_recovery
 from runs.models import HostPolicy, HostPolicyVersion
 from runs.services.policy import (
     ApprovalRule,

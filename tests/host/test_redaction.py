@@ -23,7 +23,7 @@ from django.apps import apps
 from pydantic_ai import ToolCallPart
 
 from agui_api.answers import interrupt_of
-from observers.agui.fragments import FRAGMENT_EVENT_NAME, CustomEventAssembler, fragment_custom_event
+from observers.agui import FRAGMENT_EVENT_NAME, CustomEventAssembler, fragment_custom_event
 from runs.models import Decision
 from runs.services.executions import current_policy_version
 from runs.services.policy import parse_redact_patterns

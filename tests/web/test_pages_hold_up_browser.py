@@ -24,8 +24,7 @@ from playwright.sync_api import expect
 from pydantic_ai import DeferredToolRequests as NativeDeferredToolRequests
 from pydantic_ai import ToolCallPart
 
-from runs.harness.deferred import DeferredToolRequests
-from runs.harness.result import HarnessRunResult
+from runs.harness import DeferredToolRequests, HarnessRunResult
 from runs.models import DeferredRequest, Execution
 from runs.services import runner, toolbox
 from runs.services.checkpoints import load

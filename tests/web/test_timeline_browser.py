@@ -31,7 +31,7 @@ from ag_ui.core import (
 )
 from playwright.sync_api import expect
 
-from observers.agui.fragments import fragment_custom_event
+from observers.agui import fragment_custom_event
 from tests.web import seed
 from tests.web.timeline_page import dom_positions, screenshot, wait_until_drawn
 

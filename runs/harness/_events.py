@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, m
 from pydantic_ai import AgentStreamEvent
 
 if TYPE_CHECKING:
-    from .result import HarnessRunResult
+    from ._result import HarnessRunResult
 
 __all__ = (
     "MAX_EXTENSION_PAYLOAD_BYTES",
@@ -190,7 +190,7 @@ class HarnessRunResultEvent(Generic[OutputT]):
     result: HarnessRunResult[OutputT]
 
     def __post_init__(self) -> None:
-        from .result import HarnessRunResult
+        from ._result import HarnessRunResult
 
         _check_identity(self.thread_id, self.run_id, self.sequence)
         if not isinstance(self.result, HarnessRunResult):

@@ -311,7 +311,7 @@ class HarnessState(BaseModel):
         Environment state is cleared because it describes mounts of the source Thread; retained inline
         children get fresh thread ids so the branch never advances the source's children.
         """
-        from .subagents import rethread_retained_children
+        from ._subagents import rethread_retained_children
 
         new_id = new_thread_id() if thread_id is None else thread_id
         if new_id == self.thread_id:

@@ -33,27 +33,27 @@ from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
 from pydantic_ai.exceptions import ModelAPIError
 from pydantic_ai.run import AgentRun
 
-from ._run_shell import RunShell
-from ._shell import ShellEnvironment
-from .capability_state import AgentContextState
-from .context import AgentContext, RunBindings
-from .deferred import (
+from ._capability_state import AgentContextState
+from ._context import AgentContext, RunBindings
+from ._deferred import (
     DeferredToolRequests,
     DeferredToolResume,
     preflight_deferred_resume,
     refuse_deferred_requests,
 )
-from .errors import RetryHint, RunCleanupError, RunError, StateError
-from .events import HarnessEvent, HarnessRunResultEvent, lifecycle_event, run_started_event, utc_now
-from .inputs import InputSource, InputTextEvent, prompt_text, steering_inputs
-from .interrupted import InterruptedResponseTracker, normalize_interrupted_history
-from .model_errors import describe_model_error
-from .recovery import TOOL_RECOVERY_MODES, ToolRecoveryCapability, ToolRecoveryMode, prepare_tool_recovery
-from .result import HarnessRunResult, RunUsageSummary, SafeFailure
-from .state import HarnessState, HistoryEncoder, encode_environment_states
+from ._errors import RetryHint, RunCleanupError, RunError, StateError
+from ._events import HarnessEvent, HarnessRunResultEvent, lifecycle_event, run_started_event, utc_now
+from ._inputs import InputSource, InputTextEvent, prompt_text, steering_inputs
+from ._interrupted import InterruptedResponseTracker, normalize_interrupted_history
+from ._model_errors import describe_model_error
+from ._recovery import TOOL_RECOVERY_MODES, ToolRecoveryCapability, ToolRecoveryMode, prepare_tool_recovery
+from ._result import HarnessRunResult, RunUsageSummary, SafeFailure
+from ._run_shell import RunShell
+from ._shell import ShellEnvironment
+from ._state import HarnessState, HistoryEncoder, encode_environment_states
 
 if TYPE_CHECKING:
-    from .agent import ExecutableAgent
+    from ._agent import ExecutableAgent
 
 __all__ = ("QUEUE_CAPACITY", "HarnessRunStream", "new_run_id")
 

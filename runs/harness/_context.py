@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.models import Model
 
-from .capability_state import AgentContextState
-from .errors import RunError
-from .events import AgentStreamEventProtocol, HarnessEvent, is_run_started
+from ._capability_state import AgentContextState
+from ._errors import RunError
+from ._events import AgentStreamEventProtocol, HarnessEvent, is_run_started
 
 if TYPE_CHECKING:
     from ._run_shell import RunShell
-    from .stream import HarnessRunStream
+    from ._stream import HarnessRunStream
 
 __all__ = ("AgentContext", "RunBindings")
 

@@ -8,8 +8,8 @@ from typing import TypeVar
 import pydantic
 from pydantic import BaseModel
 
-from .errors import StateError
-from .state import AgentContextStateSnapshot, CapabilityState
+from ._errors import StateError
+from ._state import AgentContextStateSnapshot, CapabilityState
 
 __all__ = ("AgentContextState",)
 

@@ -17,13 +17,12 @@ from ag_ui.core import (
     TokenUsage,
 )
 
-from runs.harness.events import HarnessRunResultEvent
-from runs.harness.result import RunUsageSummary
+from runs.harness import HarnessRunResultEvent, RunUsageSummary
 
-from .envelopes import timestamp_ms
+from ._envelopes import timestamp_ms
 
 if TYPE_CHECKING:
-    from runs.harness.deferred import DeferredToolCall, DeferredToolRequests
+    from runs.harness import DeferredToolCall, DeferredToolRequests
 
 __all__ = ("interrupts", "terminal_event", "token_usage")
 

@@ -18,13 +18,13 @@ from ag_ui.core import (
     SubagentStartedEvent,
 )
 
-from runs.harness.events import HarnessEvent, HarnessExtensionEvent, InlineDelegationPayload
+from runs.harness import HarnessEvent, HarnessExtensionEvent, InlineDelegationPayload
 
-from .continuation import ConversionSnapshot, RunSnapshot
-from .conversion import RunConversion, RunConversionState, SourceItem
-from .errors import AguiObservationError
-from .ids import IdClaims
-from .observer import HarnessAguiObserver
+from ._continuation import ConversionSnapshot, RunSnapshot
+from ._conversion import RunConversion, RunConversionState, SourceItem
+from ._errors import AguiObservationError
+from ._ids import IdClaims
+from ._observer import HarnessAguiObserver
 
 __all__ = ("HarnessAguiStreamObserver", "StreamConversionState")
 

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext, Tool, ToolFailed
 
-from .context import AgentContext, RunBindings
-from .errors import HarnessError
-from .events import HarnessRunResultEvent, InlineDelegationPayload
-from .result import HarnessRunResult
-from .state import HarnessState
-from .subagents import SUBAGENTS_NAMESPACE, SUBAGENTS_VERSION, RetainedChild, RetainedChildren
+from ._context import AgentContext, RunBindings
+from ._errors import HarnessError
+from ._events import HarnessRunResultEvent, InlineDelegationPayload
+from ._result import HarnessRunResult
+from ._state import HarnessState
+from ._subagents import SUBAGENTS_NAMESPACE, SUBAGENTS_VERSION, RetainedChild, RetainedChildren
 
 if TYPE_CHECKING:
-    from .agent import ExecutableAgent
+    from ._agent import ExecutableAgent
 
 __all__ = ("inline_delegation_tool", "run_inline_child")
 

@@ -14,7 +14,7 @@ import pydantic_core
 from ag_ui.core import CustomEvent
 from pydantic import TypeAdapter
 
-from runs.harness.events import HarnessExtensionEvent
+from runs.harness import HarnessExtensionEvent
 
 __all__ = (
     "AUTHORED_INPUT_EVENT_NAMES",

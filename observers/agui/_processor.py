@@ -9,9 +9,9 @@ import pydantic_core
 from ag_ui.core import BaseEvent, EventType
 from pydantic import ValidationError
 
-from .conversion import SourceItem
-from .copies import detached
-from .errors import AguiObservationError
+from ._conversion import SourceItem
+from ._copies import detached
+from ._errors import AguiObservationError
 
 __all__ = ("MUTABLE_FIELDS", "AguiEventProcessor", "apply_processor")
 

@@ -8,15 +8,15 @@ from typing import Any, Literal, Self
 from ag_ui.core import BaseEvent, CustomEvent
 from pydantic import ValidationError
 
-from runs.harness.events import HarnessEvent, HarnessRunResultEvent
+from runs.harness import HarnessEvent, HarnessRunResultEvent
 
-from .continuation import ConversionSnapshot, ObserverContinuation, RunSnapshot
-from .conversion import RunConversion, RunConversionState, SourceItem
-from .copies import detached
-from .errors import AguiObservationError
-from .fragments import fragment_custom_event
-from .ids import IdClaims, IdLedger
-from .processor import AguiEventProcessor, apply_processor
+from ._continuation import ConversionSnapshot, ObserverContinuation, RunSnapshot
+from ._conversion import RunConversion, RunConversionState, SourceItem
+from ._copies import detached
+from ._errors import AguiObservationError
+from ._fragments import fragment_custom_event
+from ._ids import IdClaims, IdLedger
+from ._processor import AguiEventProcessor, apply_processor
 
 __all__ = ("HarnessAguiObserver",)
 

@@ -12,17 +12,17 @@ from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.toolsets import AbstractToolset
 
-from .context import AgentContext, RunBindings
-from .errors import RunError
-from .events import HarnessRunResultEvent
-from .recovery import ToolRecoveryMode
-from .state import HarnessState
-from .stream import HarnessRunStream
+from ._context import AgentContext, RunBindings
+from ._errors import RunError
+from ._events import HarnessRunResultEvent
+from ._recovery import ToolRecoveryMode
+from ._state import HarnessState
+from ._stream import HarnessRunStream
 
 if TYPE_CHECKING:
+    from ._deferred import DeferredToolResume
+    from ._result import HarnessRunResult
     from ._shell import ShellEnvironment
-    from .deferred import DeferredToolResume
-    from .result import HarnessRunResult
 
 __all__ = ("AgentDefinition", "ExecutableAgent")
 

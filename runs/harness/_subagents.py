@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from .state import THREAD_ID_PATTERN, AgentContextStateSnapshot, CapabilityState, HarnessState, new_thread_id
+from ._state import THREAD_ID_PATTERN, AgentContextStateSnapshot, CapabilityState, HarnessState, new_thread_id
 
 __all__ = (
     "SUBAGENTS_NAMESPACE",

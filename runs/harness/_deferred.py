@@ -35,11 +35,11 @@ from pydantic_ai import (
 )
 from pydantic_ai.tools import DeferredToolKind, RunContext, ToolDefinitionKind
 
-from .errors import DefinitionError, RunError
-from .interrupted import answered_call_ids, latest_response_index
+from ._errors import DefinitionError, RunError
+from ._interrupted import answered_call_ids, latest_response_index
 
 if TYPE_CHECKING:
-    from .state import HarnessState
+    from ._state import HarnessState
 
 __all__ = (
     "DEFERRED_UNAVAILABLE_MESSAGE",

@@ -23,7 +23,7 @@ from pydantic_ai.exceptions import (
     ModelUnavailableError,
 )
 
-from .errors import RetryHint
+from ._errors import RetryHint
 
 __all__ = ("ModelFailure", "describe_model_error")
 

@@ -36,15 +36,15 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
-from .deferred import DeferredToolResume, check_resume_surface
-from .errors import RunError
-from .interrupted import (
+from ._deferred import DeferredToolResume, check_resume_surface
+from ._errors import RunError
+from ._interrupted import (
     INTERRUPTED_TOOL_RESULT,
     latest_response_index,
     normalize_interrupted_history,
     unanswered_calls,
 )
-from .tools import is_recovery_retryable
+from ._tools import is_recovery_retryable
 
 __all__ = (
     "TOOL_RECOVERY_CAPABILITY_ID",

@@ -11,11 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, computed_field
 from pydantic_ai import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-from .errors import RetryHint, RunError
-from .state import CanonicalJson, HarnessState
+from ._errors import RetryHint, RunError
+from ._state import CanonicalJson, HarnessState
 
 if TYPE_CHECKING:
-    from .deferred import DeferredToolRequests
+    from ._deferred import DeferredToolRequests
 
 __all__ = ("HarnessRunResult", "RunStatus", "RunUsageSummary", "SafeFailure", "SuspendReason")
 

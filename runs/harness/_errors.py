@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from .result import HarnessRunResult
+    from ._result import HarnessRunResult
 
 __all__ = (
     "DefinitionError",

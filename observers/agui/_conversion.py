@@ -49,10 +49,9 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 
-from runs.harness import InputTextEvent
-from runs.harness.events import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent
+from runs.harness import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, InputTextEvent
 
-from .envelopes import (
+from ._envelopes import (
     HARNESS_PREFIX,
     INPUT_PREFIX,
     PYDANTIC_AI_PREFIX,
@@ -61,10 +60,10 @@ from .envelopes import (
     native_json,
     timestamp_ms,
 )
-from .errors import AguiObservationError
-from .ids import IdClaims, IdLedger, scoped_id
-from .terminal import terminal_event
-from .tool_results import payload_free, tool_result_content
+from ._errors import AguiObservationError
+from ._ids import IdClaims, IdLedger, scoped_id
+from ._terminal import terminal_event
+from ._tool_results import payload_free, tool_result_content
 
 __all__ = ("PartCursor", "PartKind", "RunConversion", "RunConversionState", "SourceItem")
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .conversion import PartCursor, RunConversionState
+from ._conversion import PartCursor, RunConversionState
 
 __all__ = ("ConversionSnapshot", "CursorSnapshot", "ObserverContinuation", "RunSnapshot")
 
