@@ -3,13 +3,12 @@
 This is the Host side of the replay contract (S6–S11): items are kept as structured `HarnessStreamEvent`s
 (through the versioned codec), appended only by the lease holder, in root-stream order with a contiguous
 `index`, and with a contiguous `sequence` per source run id (the root run and each inline child run count
-from 0). A batch with a gap or a repeated sequence is refused whole. `read_prefix` and `tail` give the exact
-finite prefix and the live rest of one run as async iterables of decoded items.
+from 0). A batch with a gap or a repeated sequence is refused whole. `read_prefix` gives the exact finite prefix
+of one run as an async iterable of decoded items.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,8 +16,8 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import transaction
 
-from runs.harness import HarnessRunResultEvent, HarnessState, HarnessStreamEvent
-from runs.models import Checkpoint, CheckpointKind, JournalEntry, Run, RunStatus
+from runs.harness import HarnessState, HarnessStreamEvent
+from runs.models import Checkpoint, CheckpointKind, JournalEntry, Run
 
 from . import checkpoints
 from .codec import decode_item, encode_item
@@ -34,11 +33,10 @@ __all__ = (
     "cursor_of",
     "decoded",
     "read_prefix",
-    "tail",
 )
 
-_PAGE = 2000
-_FINISHED = (RunStatus.COMPLETED, RunStatus.SUSPENDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.ABANDONED)
+# Rows read per query by `read_prefix`.
+PAGE_SIZE = 2000
 _FIELDS = ("run", "index", "source_run_id", "source_sequence", "kind", "occurred_at", "payload", "codec_version")
 
 
@@ -184,7 +182,7 @@ def _page(run_pk: int, after: int, through: int | None) -> list[tuple[int, str, 
     entries = JournalEntry.objects.filter(run_id=run_pk, index__gt=after).order_by("index")
     if through is not None:
         entries = entries.filter(index__lte=through)
-    return list(entries.values_list("index", "payload", "codec_version")[:_PAGE])
+    return list(entries.values_list("index", "payload", "codec_version")[:PAGE_SIZE])
 
 
 def _decoded_page(run_pk: int, after: int, through: int | None) -> list[tuple[int, HarnessStreamEvent[Any]]]:
@@ -202,29 +200,5 @@ async def read_prefix(run: Run, *, through: int | None = None) -> AsyncIterator[
                 raise JournalError(f"journal of run {run.pk} has a gap before index {index}")
             yield item
             after = index
-        if len(page) < _PAGE:
+        if len(page) < PAGE_SIZE:
             return
-
-
-def _run_finished(run_pk: int) -> bool:
-    return Run.objects.filter(pk=run_pk, status__in=_FINISHED).exists()
-
-
-async def tail(run: Run, *, after: int = -1, poll_seconds: float = 0.2) -> AsyncIterator[HarnessStreamEvent[Any]]:
-    """The run's items after index `after`, following new commits, until its terminal item or its end."""
-    while True:
-        page = await sync_to_async(_decoded_page)(run.pk, after, None)
-        for index, item in page:
-            if index != after + 1:
-                raise JournalError(f"journal of run {run.pk} has a gap before index {index}")
-            yield item
-            after = index
-            if isinstance(item, HarnessRunResultEvent) and item.run_id == run.run_id:
-                return
-        if not page:
-            # Read once more after seeing the run finished: its last items may have committed just before.
-            if await sync_to_async(_run_finished)(run.pk):
-                if not await sync_to_async(_page)(run.pk, after, None):
-                    return
-                continue
-            await asyncio.sleep(poll_seconds)
