@@ -69,6 +69,23 @@ async def _group_send(layer: BaseChannelLayer, group: str, message: dict[str, An
         log.warning("could not publish %s to %s", message.get("type"), group, exc_info=True)
 
 
+def _coalesced(messages: list[Message]) -> list[Message]:
+    """The messages in order, consecutive frames for one group joined into one message.
+
+    Each send costs Redis round trips for the group and its members; frames committed while the previous send
+    was under way can share one.
+    """
+    joined: list[Message] = []
+    for group, message in messages:
+        if joined and message["type"] == "timeline.append":
+            last_group, last = joined[-1]
+            if last_group == group and last["type"] == "timeline.append":
+                joined[-1] = (group, {**last, "frames": [*last["frames"], *message["frames"]]})
+                continue
+        joined.append((group, message))
+    return joined
+
+
 class _WorkerSender:
     """Sends the worker's messages in order from one task of its event loop; others only enqueue."""
 
@@ -84,9 +101,13 @@ class _WorkerSender:
 
     async def _run(self) -> None:
         while True:
-            group, message = await self._queue.get()
-            await _group_send(self._layer, group, message)
-            self._queue.task_done()
+            taken = [await self._queue.get()]
+            while not self._queue.empty():
+                taken.append(self._queue.get_nowait())
+            for group, message in _coalesced(taken):
+                await _group_send(self._layer, group, message)
+            for _ in taken:
+                self._queue.task_done()
 
     async def close(self) -> None:
         """Send what is queued, then stop.

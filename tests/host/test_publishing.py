@@ -115,5 +115,23 @@ def test_the_worker_publishes_each_committed_batch_in_order_from_its_own_loop(re
 
     async_to_sync(work)()
     stored = list(TimelineEvent.objects.filter(run=run).order_by("position").values_list("position", flat=True))
-    received = [frame["position"] for message in _receive(layer, channel, len(items)) for frame in message["frames"]]
-    assert received == stored
+
+    async def receive() -> list[int]:
+        positions: list[int] = []
+        while len(positions) < len(stored):
+            message = await layer.receive(channel)
+            positions += [frame["position"] for frame in message["frames"]]
+        return positions
+
+    assert async_to_sync(receive)() == stored
+
+
+def test_frames_queued_for_one_group_leave_in_one_message_and_in_order():
+    def frames(*positions: int) -> dict:
+        return {"type": "timeline.append", "frames": [{"position": position} for position in positions]}
+
+    status = {"type": "execution.status", "status": "running"}
+    joined = publishing._coalesced(
+        [("a", frames(1, 2)), ("a", frames(3)), ("b", frames(1)), ("a", status), ("a", frames(4)), ("a", frames(5))]
+    )
+    assert joined == [("a", frames(1, 2, 3)), ("b", frames(1)), ("a", status), ("a", frames(4, 5))]
