@@ -2,9 +2,12 @@
 
 `bulk_create` builds and prepares a model instance for every journal and timeline row; on the write path
 that costs more than the database itself. Here a row is a tuple of field values, adapted for the backend
-only where a column needs it (datetimes, JSON), and sent as one multi-row INSERT per chunk of the
-backend's parameter limit. Constraints are the table's own, so a row the database refuses fails the
-whole surrounding transaction exactly as with `bulk_create`.
+only where a column needs it (datetimes, JSON). On PostgreSQL the rows go as one array per column into a
+single `INSERT ... SELECT * FROM unnest(...)`: a multi-row VALUES list would have psycopg's client-side
+binding parse a statement with thousands of placeholders for every batch, which cost more than the database
+itself. Elsewhere they go as one multi-row INSERT per chunk of the backend's parameter limit. Constraints
+are the table's own, so a row the database refuses fails the whole surrounding transaction exactly as with
+`bulk_create`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import psycopg
 from django.db import connection, models
 
 __all__ = ("EncodedJson", "insert_rows")
@@ -61,23 +65,34 @@ def insert_rows(
     quote = connection.ops.quote_name
     columns = [meta.get_field(name) for name in fields]
     adapters = [(position, adapt) for position, field in enumerate(columns) if (adapt := _adapter(field))]
-    head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(field.column) for field in columns)}) VALUES "
+    head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(field.column) for field in columns)}) "
     tail = f" RETURNING {', '.join(quote(meta.get_field(name).column) for name in returning)}" if returning else ""
-    mark = f"({', '.join(['%s'] * len(columns))})"
-    limit = connection.features.max_query_params
-    per_statement = max(1, limit // len(columns)) if limit else len(rows)
-    returned: list[tuple[Any, ...]] = []
+    if adapters:
+        rows = [_adapted(row, adapters) for row in rows]
+    if connection.vendor == "postgresql":
+        arrays = ", ".join(f"%b::{field.db_type(connection)}[]" for field in columns)
+        by_column = [list(values) for values in zip(*rows, strict=True)]
+        # Server-side binding, arrays in binary: Django's client-side cursor would quote every element as text.
+        # Same connection, so the same transaction.
+        connection.ensure_connection()
+        with psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(f"{head}SELECT * FROM unnest({arrays}){tail}", by_column)
+            return cursor.fetchall() if returning else []
     with connection.cursor() as cursor:
+        mark = f"({', '.join(['%s'] * len(columns))})"
+        limit = connection.features.max_query_params
+        per_statement = max(1, limit // len(columns)) if limit else len(rows)
+        returned: list[tuple[Any, ...]] = []
         for start in range(0, len(rows), per_statement):
             chunk = rows[start : start + per_statement]
-            params: list[Any] = []
-            for row in chunk:
-                if adapters:
-                    row = list(row)
-                    for position, adapt in adapters:
-                        row[position] = adapt(row[position])
-                params.extend(row)
-            cursor.execute(head + ", ".join([mark] * len(chunk)) + tail, params)
+            cursor.execute(f"{head}VALUES {', '.join([mark] * len(chunk))}{tail}", [v for row in chunk for v in row])
             if returning:
                 returned.extend(cursor.fetchall())
     return returned
+
+
+def _adapted(row: Sequence[Any], adapters: list[tuple[int, Callable[[Any], Any]]]) -> list[Any]:
+    adapted = list(row)
+    for position, adapt in adapters:
+        adapted[position] = adapt(adapted[position])
+    return adapted
