@@ -7,6 +7,7 @@ the replay reads as text and `frame_text` splices into the socket message withou
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -74,10 +75,16 @@ def frame_text(frame: dict[str, Any]) -> str:
     elif not event.isascii():
         event = json.dumps(json.loads(event))
     return (
-        f'{{"type":"event","position":{int(frame["position"])},"run_id":{json.dumps(frame["run_id"])},'
-        f'"run":{int(frame["run"])},"run_number":{int(frame["run_number"])},"subagent_run_id":{json.dumps(frame["subagent_run_id"])},'
-        f'"origin":{json.dumps(frame["origin"])},"event":{event}}}'
+        f'{{"type":"event","position":{int(frame["position"])},"run_id":{_quoted(frame["run_id"])},'
+        f'"run":{int(frame["run"])},"run_number":{int(frame["run_number"])},"subagent_run_id":{_quoted(frame["subagent_run_id"])},'
+        f'"origin":{_quoted(frame["origin"])},"event":{event}}}'
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _quoted(text: str) -> str:
+    # A replay repeats the same few run ids in every frame: each is encoded once, not once per frame.
+    return json.dumps(text)
 
 
 def _frame_rows(rows: QuerySet[TimelineEvent], limit: int | None = None) -> list[dict[str, Any]]:
