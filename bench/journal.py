@@ -55,6 +55,7 @@ class _RunAtDepth:
 
         from observers.agui import HarnessAguiStreamObserver
         from runs.models import TimelineEvent
+        from runs.services import journal
         from runs.services.projection import dump_event
 
         from .host import discard, leased_run, seed_journal
@@ -83,6 +84,9 @@ class _RunAtDepth:
         TimelineEvent.objects.bulk_create(rows, batch_size=2000)
         self.position = TimelineEvent.objects.filter(execution_id=self.run.execution_id).aggregate(m=Max("position"))
         self.position = self.position["m"] or 0
+        # Where the run's writer stands at the window's start: a live writer knows it from its previous batch
+        # and never reads it back from the table, so it is read here, untimed (see `host_write`).
+        self.cursor = journal.cursor_of(self.run)
         self.window_events = self._window_events()
         self.messages = _shared_messages(synthetic)
         self.end_seconds: list[float] = []
@@ -164,6 +168,9 @@ class _RunAtDepth:
         # The observer's state is immutable and replaced on every item, so a shallow copy of the seeded
         # observer continues from the window's start without disturbing the next repetition's copy.
         projection = RunProjection(self.run, copy.copy(self.observer))
+        # The window continues a run whose earlier batches this writer wrote: it holds their journal cursor and
+        # last timeline position (reading the cursor back at depth is a scan of the run that no live run does).
+        projection._cursor, projection._last_position = self.cursor, self.position
         # Inside async_to_sync like `runner.execute_run`: publication then reuses the worker's event loop.
         export = self._exporter()
         with stopwatch() as elapsed:
