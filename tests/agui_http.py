@@ -1,4 +1,4 @@
-"""Helpers of the AG-UI endpoint tests: the demo profile, API tokens, RunAgentInput bodies, an SSE reader."""
+"""Helpers of the AG-UI endpoint tests: bearer headers, RunAgentInput bodies, an SSE reader."""
 
 from __future__ import annotations
 
@@ -9,10 +9,6 @@ from typing import Any
 
 import httpx
 
-from agui_api.models import ApiToken
-from runs.harness.demo import demo_tools
-from runs.models import AgentProfile
-
 PROFILE = "demo"
 TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 
@@ -21,19 +17,6 @@ TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 class SseEvent:
     position: int | None
     event: dict[str, Any]
-
-
-def demo_profile() -> AgentProfile:
-    return AgentProfile.objects.get_or_create(
-        name=PROFILE, defaults={"model": "demo", "enabled_tools": sorted(demo_tools())}
-    )[0]
-
-
-def token_for(user: Any, name: str = "tests") -> str:
-    token = ApiToken(user=user, name=name)
-    secret = token.issue()
-    token.save()
-    return secret
 
 
 def bearer(secret: str) -> dict[str, str]:

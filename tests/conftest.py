@@ -103,17 +103,10 @@ def live_stack(stack, transactional_db, redis_settings) -> Stack:
     return stack
 
 
-def create_decider(user_model, username: str, password: str):
-    """A user with the permission to answer deferred requests."""
-    from django.contrib.auth.models import Permission
-
-    user = user_model.objects.create_user(username, password=password)
-    user.user_permissions.add(*Permission.objects.filter(codename="decide_deferred"))
-    return user
-
-
 @pytest.fixture
 def operator_user(django_user_model):
+    from tests.factories import create_decider
+
     return create_decider(django_user_model, "op", "op-password-1")
 
 

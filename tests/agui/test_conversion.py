@@ -57,9 +57,9 @@ from observers.agui import (
     HarnessAguiObserver,
 )
 from runs.harness import HarnessExtensionEvent, InputTextEvent
+from tests.factories import SourceRun
 
 from .agui_rules import assert_agui_stream
-from .sources import SourceRun
 
 
 def types(events: tuple[BaseEvent, ...] | list[BaseEvent]) -> list[str]:

@@ -12,8 +12,7 @@ from pydantic_ai import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPart, 
 
 from observers.agui import AguiObservationError, HarnessAguiObserver
 from runs.harness import HarnessEvent, HarnessExtensionEvent
-
-from .sources import SourceRun, history
+from tests.factories import SourceRun, history
 
 
 def text_run() -> tuple[list[Any], list[Any]]:

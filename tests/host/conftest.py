@@ -6,14 +6,14 @@ import pytest
 
 from runs.harness.demo import demo_tools
 from runs.models import Thread
-from tests.host import builders
+from tests import factories
 
 DEMO_TOOLS = sorted(demo_tools())
 
 
 @pytest.fixture
 def demo_thread() -> Thread:
-    return builders.thread(model="demo", tools=DEMO_TOOLS)
+    return factories.thread(model="demo", tools=DEMO_TOOLS)
 
 
 @pytest.fixture

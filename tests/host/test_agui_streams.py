@@ -24,10 +24,10 @@ from agui_api.streams import sse_events
 from runs.models import DeferredRequest, Execution, TimelineOrigin, Verdict
 from runs.services import cancellation, executions, recovery, runner, timeline
 from runs.services.approvals import Answer, expire_overdue_requests, pending_requests, submit_decisions
+from tests import factories
 from tests.agui_http import parse
 from tests.agui_js.client import assert_socket_verified, assert_verified, require_client
-from tests.conftest import create_decider
-from tests.host import builders
+from tests.factories import create_decider
 from tests.host.conftest import DEMO_TOOLS
 from tests.host.test_execution import Crash, crash_at_model_request, expire_leases
 from tests.web.test_timeline_socket import as_user
@@ -73,7 +73,7 @@ def expire(execution: Execution) -> None:
 
 def demo_scenarios() -> dict[str, Execution]:
     def scenario(prompt: str) -> Execution:
-        execution = executions.start_execution(builders.thread(model="demo", tools=DEMO_TOOLS), prompt)
+        execution = executions.start_execution(factories.thread(model="demo", tools=DEMO_TOOLS), prompt)
         run_to_end(execution)
         return execution
 
@@ -91,7 +91,7 @@ def demo_scenarios() -> dict[str, Execution]:
         answer(done[name])
         run_to_end(done[name])
 
-    crashed = executions.start_execution(builders.thread(model="demo", tools=DEMO_TOOLS), "research, then look up")
+    crashed = executions.start_execution(factories.thread(model="demo", tools=DEMO_TOOLS), "research, then look up")
     with pytest.MonkeyPatch.context() as crash, pytest.raises(Crash):
         crash_at_model_request(crash, 2)
         runner.execute_run(crashed.runs.get().pk)
@@ -101,8 +101,8 @@ def demo_scenarios() -> dict[str, Execution]:
     done["recovery"] = crashed
 
     # A short lease makes the heartbeat, which passes the cancel request to the stream, beat within the slow step.
-    builders.configure_policy(lease_seconds=1)
-    cancelled = executions.start_execution(builders.thread(model="demo", tools=DEMO_TOOLS), "a slow 3 step")
+    factories.configure_policy(lease_seconds=1)
+    cancelled = executions.start_execution(factories.thread(model="demo", tools=DEMO_TOOLS), "a slow 3 step")
     cancellation.cancel_execution(cancelled, user=None)
     run_to_end(cancelled)
     done["cancellation"] = cancelled

@@ -22,7 +22,7 @@ from runs.models import (
 from runs.services import executions, recovery, runner
 from runs.services.approvals import EXPIRY_MESSAGE, Answer, submit_decisions
 from runs.services.redaction import REDACTED
-from tests.host import builders
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -49,8 +49,8 @@ def dispatched(tool: str) -> list[dict]:
 
 
 def test_policy_rules_suspend_the_demo_and_an_edited_approval_and_a_denial_resume_it(operator):
-    builders.configure_policy(approval_rules=GATE_RECORDS)
-    thread = builders.thread(model="demo", tools=TOOLS)
+    factories.configure_policy(approval_rules=GATE_RECORDS)
+    thread = factories.thread(model="demo", tools=TOOLS)
     execution = executions.start_execution(thread, "look up REC-42")
 
     assert run_to_end(execution.runs.get()) == "suspended"
@@ -83,12 +83,12 @@ def test_policy_rules_suspend_the_demo_and_an_edited_approval_and_a_denial_resum
 
 
 def test_a_policy_edited_while_waiting_does_not_change_the_waiting_execution(operator):
-    builders.configure_policy(approval_rules=[{"tool": "lookup_record"}])
-    thread = builders.thread(model="demo", tools=TOOLS)
+    factories.configure_policy(approval_rules=[{"tool": "lookup_record"}])
+    thread = factories.thread(model="demo", tools=TOOLS)
     execution = executions.start_execution(thread, "look up REC-1")
     assert run_to_end(execution.runs.get()) == "suspended"
     started_with = execution.policy_version
-    builders.configure_policy(approval_rules=[{"tool": "lookup_record"}, {"tool": "search_records"}])
+    factories.configure_policy(approval_rules=[{"tool": "lookup_record"}, {"tool": "search_records"}])
     thread.refresh_from_db()
 
     request = DeferredRequest.objects.get(execution=execution)
@@ -105,11 +105,11 @@ def test_a_policy_edited_while_waiting_does_not_change_the_waiting_execution(ope
 
 
 def test_the_next_execution_uses_the_edited_policy():
-    thread = builders.thread(model="demo", tools=TOOLS)
+    thread = factories.thread(model="demo", tools=TOOLS)
     first = executions.start_execution(thread, "look up REC-3")
     assert run_to_end(first.runs.get()) == "completed"
 
-    builders.configure_policy(approval_rules=[{"tool": "search_records", "reason": "new rule"}])
+    factories.configure_policy(approval_rules=[{"tool": "search_records", "reason": "new rule"}])
     second = executions.start_execution(thread, "look up REC-3")
 
     assert run_to_end(second.runs.get()) == "suspended"
@@ -117,8 +117,8 @@ def test_the_next_execution_uses_the_edited_policy():
 
 
 def test_the_sweep_answers_an_overdue_set_with_denials_and_the_run_goes_on(redis_settings):
-    builders.configure_policy(approval_timeout_seconds=30)
-    thread = builders.thread(model="demo", tools=TOOLS)
+    factories.configure_policy(approval_timeout_seconds=30)
+    thread = factories.thread(model="demo", tools=TOOLS)
     execution = executions.start_execution(thread, "deploy the release")
     assert run_to_end(execution.runs.get()) == "suspended"
     request = DeferredRequest.objects.get(execution=execution)
@@ -137,8 +137,8 @@ def test_the_sweep_answers_an_overdue_set_with_denials_and_the_run_goes_on(redis
 
 
 def test_the_timeline_masks_secret_looking_fields_of_the_policy():
-    builders.configure_policy(redact_patterns=["record_id"])
-    thread = builders.thread(model="demo", tools=TOOLS)
+    factories.configure_policy(redact_patterns=["record_id"])
+    thread = factories.thread(model="demo", tools=TOOLS)
     execution = executions.start_execution(thread, "look up REC-42")
 
     assert run_to_end(execution.runs.get()) == "completed"
@@ -155,7 +155,7 @@ def test_the_timeline_masks_secret_looking_fields_of_the_policy():
 
 
 def test_an_operator_question_is_answered_and_the_run_uses_the_answer(operator):
-    thread = builders.thread(model="demo", tools=TOOLS)
+    thread = factories.thread(model="demo", tools=TOOLS)
     execution = executions.start_execution(thread, "ask the operator")
     assert run_to_end(execution.runs.get()) == "suspended"
     request = DeferredRequest.objects.get(execution=execution)

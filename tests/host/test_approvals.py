@@ -31,7 +31,8 @@ from runs.services.approvals import (
     submit_decisions,
 )
 from runs.services.codec import decode_resume
-from tests.approval_scenarios import TOOLS, Suspended, suspended_execution
+from tests.approval_scenarios import TOOLS
+from tests.factories import Suspended, suspended_execution
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from runs.models import JournalEntry, Run, TimelineEvent
 from runs.services import leases
 from runs.services.batching import BatchWriter
 from runs.services.projection import RunProjection
-from tests.host import builders
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -34,15 +34,15 @@ class Counting(RunProjection):
 
 def _deltas(run: Run, count: int) -> list:
     thread_id = run.execution.thread.thread_id
-    start = builders.text_items(thread_id)[:2]
+    start = factories.text_items(thread_id)[:2]
     return [
         *start,
         *(
             HarnessEvent(
                 thread_id,
-                builders.RUN_ID,
+                factories.RUN_ID,
                 sequence,
-                builders.now(),
+                factories.now(),
                 PartDeltaEvent(index=0, delta=TextPartDelta(content_delta=f"{sequence} ")),
             )
             for sequence in range(2, 2 + count)
@@ -55,7 +55,7 @@ def _positions(run: Run) -> list[int]:
 
 
 def test_a_burst_is_written_in_one_transaction_in_stream_order():
-    run, lease = builders.leased_run()
+    run, lease = factories.leased_run()
     items = _deltas(run, 120)
     projection = Counting(run)
 
@@ -78,7 +78,7 @@ def test_a_burst_is_written_in_one_transaction_in_stream_order():
 
 
 def test_items_of_a_quiet_stream_are_written_without_waiting_for_more():
-    run, lease = builders.leased_run()
+    run, lease = factories.leased_run()
     items = _deltas(run, 1)
 
     async def write() -> int:
@@ -98,7 +98,7 @@ def test_items_of_a_quiet_stream_are_written_without_waiting_for_more():
 
 
 def test_a_failed_write_is_raised_by_the_next_call_and_nothing_more_is_written():
-    run, lease = builders.leased_run()
+    run, lease = factories.leased_run()
     items = _deltas(run, 5)
     leases.release(lease, "failed")
 
@@ -133,7 +133,7 @@ class Slow(Counting):
 
 
 def test_under_backpressure_the_stream_waits_for_room_and_the_order_is_kept():
-    run, lease = builders.leased_run()
+    run, lease = factories.leased_run()
     items = _deltas(run, 200)
     projection = Slow(run)
     seen: list[int] = []

@@ -14,7 +14,7 @@ from pydantic_ai import DeferredToolResults, ModelRequest, ModelResponse, TextPa
 from runs.harness import DeferredToolRequests, DeferredToolResume, HarnessState
 from runs.models import Checkpoint, CheckpointKind, ExecutionStatus, Run, RunReason, Thread
 from runs.services import checkpoints, forks, recovery, runner
-from tests.host import builders
+from tests import factories
 from tests.host.test_execution import assert_contiguous, dead_after_the_slow_step, start
 
 pytestmark = pytest.mark.django_db
@@ -43,7 +43,7 @@ def stored_bytes(rows: list[Checkpoint]) -> int:
 
 
 def test_a_chain_rebuilds_every_state_exactly_and_starts_new_bases_as_it_grows():
-    thread = builders.thread()
+    thread = factories.thread()
     states = growing_states(thread, 30)
     rows = write_chain(thread, states)
     assert not rows[0].is_delta and rows[1].is_delta
@@ -64,7 +64,7 @@ def test_a_chain_rebuilds_every_state_exactly_and_starts_new_bases_as_it_grows()
 
 
 def test_a_history_that_does_not_extend_the_parent_starts_a_new_base():
-    thread = builders.thread()
+    thread = factories.thread()
     first, second = growing_states(thread, 2)
     rewritten = second.with_changes(message_history=[ModelRequest(parts=[UserPromptPart("other")])])
     rows = write_chain(thread, [first, second, rewritten])
@@ -73,7 +73,7 @@ def test_a_history_that_does_not_extend_the_parent_starts_a_new_base():
 
 
 def test_a_chain_continued_from_a_loaded_checkpoint_keeps_rebuilding_exactly():
-    thread = builders.thread()
+    thread = factories.thread()
     states = growing_states(thread, 6)
     rows = write_chain(thread, states[:3])
     state, tip = checkpoints.load_chain(rows[-1])
@@ -99,7 +99,7 @@ def tamper(row: Checkpoint, what: str) -> None:
 @pytest.mark.parametrize("where", ["base", "middle", "tip"])
 @pytest.mark.parametrize("what", ["state", "history", "pending", "unkeyed digest"])
 def test_an_edit_anywhere_in_the_chain_is_refused(where, what):
-    thread = builders.thread()
+    thread = factories.thread()
     rows = write_chain(thread, growing_states(thread, 4))
     assert [row.is_delta for row in rows] == [False, True, True, True]
     target = {"base": rows[0], "middle": rows[2], "tip": rows[3]}[where]
@@ -113,7 +113,7 @@ def test_an_edit_anywhere_in_the_chain_is_refused(where, what):
 
 
 def test_a_relinked_chain_and_a_foreign_key_are_refused(settings):
-    thread = builders.thread()
+    thread = factories.thread()
     rows = write_chain(thread, growing_states(thread, 4))
     Checkpoint.objects.filter(pk=rows[3].pk).update(parent=rows[1])
     with pytest.raises(checkpoints.CheckpointError, match="was altered"):
@@ -124,7 +124,7 @@ def test_a_relinked_chain_and_a_foreign_key_are_refused(settings):
 
 
 def test_the_pending_input_is_covered_by_the_digest_and_survives_a_reload():
-    thread = builders.thread()
+    thread = factories.thread()
     pending = DeferredToolResume(DeferredToolRequests(), DeferredToolResults(), recovery=True)
     state = growing_states(thread, 1)[0]
     row = checkpoints.create(thread, state, kind=CheckpointKind.BOUNDARY, pending=pending)
@@ -135,7 +135,7 @@ def test_the_pending_input_is_covered_by_the_digest_and_survives_a_reload():
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_signs_intact_whole_state_checkpoints_and_keeps_altered_ones_refused():
-    thread = builders.thread()
+    thread = factories.thread()
     executor = MigrationExecutor(connection)
     executor.migrate([("runs", "0003_tool_dispatch")])
     try:

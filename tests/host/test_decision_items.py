@@ -11,9 +11,8 @@ from runs.models import TimelineEvent, Verdict
 from runs.services.approvals import EXPIRY_MESSAGE, Answer, expire_overdue_requests, submit_decisions
 from runs.services.decision_items import DECISION_EVENT_NAME, ArgumentChange, argument_changes
 from runs.services.redaction import REDACTED
-from tests.approval_scenarios import Suspended, suspended_execution
-from tests.host import builders
-from tests.web.seed import append_events, text_run_events
+from tests import factories
+from tests.factories import Suspended, append_events, suspended_execution, text_run_events
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("scenario_tools")]
 
@@ -88,7 +87,7 @@ def test_the_host_s_expiry_is_an_item_by_nobody_marked_expired():
 
 
 def test_values_under_redacted_keys_never_reach_the_item_but_their_edit_still_shows(operator_user):
-    builders.configure_policy(redact_patterns=["^to$"])
+    factories.configure_policy(redact_patterns=["^to$"])
     suspended = suspended_execution()
 
     decide(

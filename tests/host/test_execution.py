@@ -30,7 +30,7 @@ from runs.models import (
 )
 from runs.services import cancellation, checkpoints, executions, forks, journal, leases, recovery, runner
 from runs.services.codec import item_kind
-from tests.host import builders
+from tests import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_recovery_backoff")]
 
@@ -182,7 +182,7 @@ def dead_after_the_slow_step(thread: Thread, monkeypatch) -> Run:
 
 @pytest.mark.parametrize(("mode", "slow_runs"), [("declared", 1), ("always", 2)])
 def test_a_crashed_run_is_recovered_by_a_new_run_from_the_last_checkpoint(demo_thread, monkeypatch, mode, slow_runs):
-    builders.configure_policy(tool_recovery=mode)
+    factories.configure_policy(tool_recovery=mode)
     dead = start(demo_thread, "look up the record, then a slow 0.1 step")
     # Third model request = after the slow step returned; the checkpoint before it still has the call open.
     crash_at_model_request(monkeypatch, 3)
@@ -248,7 +248,7 @@ def test_rebuilding_a_dead_runs_projection_rebuilds_no_execution(demo_thread, mo
 
 
 def test_recovery_gives_up_after_the_policys_attempts(demo_thread, monkeypatch):
-    builders.configure_policy(max_attempts=1)
+    factories.configure_policy(max_attempts=1)
     dead = start(demo_thread, "look up REC-42")
     crash_at_model_request(monkeypatch, 2)
     with pytest.raises(Crash):
@@ -263,7 +263,7 @@ def test_recovery_gives_up_after_the_policys_attempts(demo_thread, monkeypatch):
 
 
 def test_a_cancel_request_reaches_the_running_worker(demo_thread):
-    builders.configure_policy(lease_seconds=1)
+    factories.configure_policy(lease_seconds=1)
     run = start(demo_thread, "a slow 3 step")
     cancellation.cancel_execution(run.execution, user=None)
     assert runner.execute_run(run.pk) == "cancelled"
@@ -275,7 +275,7 @@ def test_cancelling_a_waiting_execution_closes_its_open_requests(django_user_mod
     from django.contrib.auth.models import Permission
 
     from runs.services.approvals import Answer, SubmissionRejected, submit_decisions
-    from tests.approval_scenarios import suspended_execution
+    from tests.factories import suspended_execution
 
     waiting = suspended_execution()
     cancellation.cancel_execution(waiting.execution, user=None)

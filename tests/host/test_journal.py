@@ -25,7 +25,7 @@ from runs.models import JournalEntry, Run, TimelineEvent
 from runs.services import journal, leases
 from runs.services.codec import CODEC_VERSION, CodecError, decode_item, encode_item
 from runs.services.projection import RunProjection
-from tests.host import builders
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -47,16 +47,16 @@ def test_codec_round_trips_native_extension_and_result_items():
     deferred = DeferredToolRequests(approvals=[DeferredToolCall(call, call, "tool/native/notify")])
     state = HarnessState.new(thread_id=thread_id)
     items = [
-        *builders.text_items(thread_id),
-        HarnessEvent(thread_id, builders.RUN_ID, 4, builders.now(), FunctionToolCallEvent(part=call)),
+        *factories.text_items(thread_id),
+        HarnessEvent(thread_id, factories.RUN_ID, 4, factories.now(), FunctionToolCallEvent(part=call)),
         HarnessRunResultEvent(
             thread_id,
-            builders.RUN_ID,
+            factories.RUN_ID,
             5,
-            builders.now(),
+            factories.now(),
             HarnessRunResult(
                 thread_id=thread_id,
-                run_id=builders.RUN_ID,
+                run_id=factories.RUN_ID,
                 status="suspended",
                 state=state,
                 suspend_reason="deferred",
@@ -79,8 +79,10 @@ def test_a_result_item_carries_its_state_as_the_text_the_state_keeps():
     thread_id = HarnessState.new().thread_id
     history = [ModelRequest(parts=[UserPromptPart("naïve question")]), ModelResponse(parts=[TextPart("answer")])]
     state = HarnessState.new(thread_id=thread_id, message_history=history)
-    result = HarnessRunResult(thread_id=thread_id, run_id=builders.RUN_ID, status="completed", output="ok", state=state)
-    stored = encode_item(HarnessRunResultEvent(thread_id, builders.RUN_ID, 0, builders.now(), result))
+    result = HarnessRunResult(
+        thread_id=thread_id, run_id=factories.RUN_ID, status="completed", output="ok", state=state
+    )
+    stored = encode_item(HarnessRunResultEvent(thread_id, factories.RUN_ID, 0, factories.now(), result))
     assert state.model_dump_json() in stored.payload
     back = decode_item(stored.payload, stored.codec_version)
     assert back.result == result and back.result.state.message_history == state.message_history
@@ -89,46 +91,48 @@ def test_a_result_item_carries_its_state_as_the_text_the_state_keeps():
 def test_a_result_stored_with_a_checkpointed_state_needs_that_state_to_be_read():
     thread_id = HarnessState.new().thread_id
     state = HarnessState.new(thread_id=thread_id, message_history=[ModelRequest(parts=[UserPromptPart("question")])])
-    result = HarnessRunResult(thread_id=thread_id, run_id=builders.RUN_ID, status="completed", output="ok", state=state)
+    result = HarnessRunResult(
+        thread_id=thread_id, run_id=factories.RUN_ID, status="completed", output="ok", state=state
+    )
     stored = encode_item(
-        HarnessRunResultEvent(thread_id, builders.RUN_ID, 0, builders.now(), result), state_checkpointed=True
+        HarnessRunResultEvent(thread_id, factories.RUN_ID, 0, factories.now(), result), state_checkpointed=True
     )
     assert "question" not in stored.payload
     with pytest.raises(CodecError, match="keeps its state in a checkpoint"):
         decode_item(stored.payload, stored.codec_version)
     assert decode_item(stored.payload, stored.codec_version, checkpointed_state=lambda: state).result == result
     # A version-2 row holds its state inline and is read as it is.
-    inline = encode_item(HarnessRunResultEvent(thread_id, builders.RUN_ID, 0, builders.now(), result))
+    inline = encode_item(HarnessRunResultEvent(thread_id, factories.RUN_ID, 0, factories.now(), result))
     assert decode_item(inline.payload, 2).result == result
 
 
 def test_codec_keeps_failures_and_names_items_by_kind():
     thread_id = HarnessState.new().thread_id
     failure = SafeFailure(code="agent_run_failed", message="The agent run failed.", details={"error_type": "X"})
-    result = HarnessRunResult(thread_id=thread_id, run_id=builders.RUN_ID, status="failed", failure=failure)
-    stored = encode_item(HarnessRunResultEvent(thread_id, builders.RUN_ID, 7, builders.now(), result))
+    result = HarnessRunResult(thread_id=thread_id, run_id=factories.RUN_ID, status="failed", failure=failure)
+    stored = encode_item(HarnessRunResultEvent(thread_id, factories.RUN_ID, 7, factories.now(), result))
     assert stored.kind == "result.failed"
     assert decode_item(stored.payload, stored.codec_version).result.failure == failure
-    started = encode_item(builders.text_items(thread_id)[0])
+    started = encode_item(factories.text_items(thread_id)[0])
     assert started.kind == "harness.lifecycle.run_started"
 
 
 def test_codec_reads_version_1_items():
     thread_id = HarnessState.new().thread_id
-    occurred = builders.now()
+    occurred = factories.now()
     v1_extension = {
         "item": "extension",
         "thread_id": thread_id,
-        "run_id": builders.RUN_ID,
+        "run_id": factories.RUN_ID,
         "sequence": 0,
         "occurred_at": occurred.isoformat(),
         "data": {"kind": "lifecycle", "payload": {"type": "run_started"}},
     }
     item = decode_item(json.dumps(v1_extension), 1)
-    assert item == builders.text_items(thread_id)[0].__class__(
-        thread_id, builders.RUN_ID, 0, occurred, builders.text_items(thread_id)[0].event
+    assert item == factories.text_items(thread_id)[0].__class__(
+        thread_id, factories.RUN_ID, 0, occurred, factories.text_items(thread_id)[0].event
     )
-    native = json.loads(encode_item(builders.text_items(thread_id)[1]).payload)
+    native = json.loads(encode_item(factories.text_items(thread_id)[1]).payload)
     v1_native = {**{k: native[k] for k in ("thread_id", "run_id", "sequence", "occurred_at")}, "item": "event"}
     v1_native["data"] = native["body"]["event"]
     assert decode_item(json.dumps(v1_native), 1).event == PartStartEvent(index=0, part=TextPart(content="Hello"))
@@ -156,17 +160,17 @@ def test_codec_refuses_undecodable_items_clearly(payload, version, message):
 
 
 def test_append_numbers_items_in_order_and_projects_them_in_the_same_transaction():
-    run, lease = builders.leased_run()
-    items = builders.text_items(_thread_id(run))
+    run, lease = factories.leased_run()
+    items = factories.text_items(_thread_id(run))
     RunProjection(run).record(items[:2], lease=lease)
-    assert _journal_rows(run) == [(0, builders.RUN_ID, 0), (1, builders.RUN_ID, 1)]
+    assert _journal_rows(run) == [(0, factories.RUN_ID, 0), (1, factories.RUN_ID, 1)]
     positions = list(TimelineEvent.objects.filter(run=run).values_list("position", "event_type"))
     assert positions == [(1, "RUN_STARTED"), (2, "TEXT_MESSAGE_START"), (3, "TEXT_MESSAGE_CONTENT")]
     assert all(event.journal_entry_id is not None for event in TimelineEvent.objects.filter(run=run))
 
 
 def test_inline_child_items_keep_their_own_sequences():
-    run, lease = builders.leased_run()
+    run, lease = factories.leased_run()
     thread_id = _thread_id(run)
     child_thread = HarnessState.new().thread_id
     child_run = "run-" + "c" * 32
@@ -176,37 +180,37 @@ def test_inline_child_items_keep_their_own_sequences():
         child_instance_id="child",
         subagent="helper",
         status="running",
-        parent_run_id=builders.RUN_ID,
+        parent_run_id=factories.RUN_ID,
         parent_agent_instance_id="root",
         child_run_id=child_run,
     )
     items = [
-        builders.text_items(thread_id)[0],
-        builders.text_items(child_thread, child_run)[0],
-        HarnessEvent(child_thread, child_run, 1, builders.now(), payload.to_event()),
-        builders.text_items(thread_id)[1],
+        factories.text_items(thread_id)[0],
+        factories.text_items(child_thread, child_run)[0],
+        HarnessEvent(child_thread, child_run, 1, factories.now(), payload.to_event()),
+        factories.text_items(thread_id)[1],
     ]
     journal.append(run, items, lease=lease)
     assert _journal_rows(run) == [
-        (0, builders.RUN_ID, 0),
+        (0, factories.RUN_ID, 0),
         (1, child_run, 0),
         (2, child_run, 1),
-        (3, builders.RUN_ID, 1),
+        (3, factories.RUN_ID, 1),
     ]
 
 
 def test_append_refuses_a_gap_and_changes_nothing():
-    run, lease = builders.leased_run()
-    items = builders.text_items(_thread_id(run))
+    run, lease = factories.leased_run()
+    items = factories.text_items(_thread_id(run))
     journal.append(run, items[:2], lease=lease)
     with pytest.raises(journal.JournalError, match=r"journal gap .* expected sequence 2, got 3"):
         journal.append(run, [items[3]], lease=lease)
-    assert _journal_rows(run) == [(0, builders.RUN_ID, 0), (1, builders.RUN_ID, 1)]
+    assert _journal_rows(run) == [(0, factories.RUN_ID, 0), (1, factories.RUN_ID, 1)]
 
 
 def test_append_refuses_a_repeated_sequence_and_changes_nothing():
-    run, lease = builders.leased_run()
-    items = builders.text_items(_thread_id(run))
+    run, lease = factories.leased_run()
+    items = factories.text_items(_thread_id(run))
     journal.append(run, items[:3], lease=lease)
     with pytest.raises(journal.JournalError, match=r"journal duplicate .* sequence 1 is already recorded"):
         journal.append(run, [items[1]], lease=lease)
@@ -217,33 +221,33 @@ def test_append_refuses_a_repeated_sequence_and_changes_nothing():
 
 
 def test_append_refuses_an_item_that_cannot_be_encoded():
-    run, lease = builders.leased_run()
+    run, lease = factories.leased_run()
 
     class Opaque:
         event_kind = "opaque"
 
-    bad = HarnessEvent(_thread_id(run), builders.RUN_ID, 0, builders.now(), Opaque())
+    bad = HarnessEvent(_thread_id(run), factories.RUN_ID, 0, factories.now(), Opaque())
     with pytest.raises(CodecError, match="not a pydantic-ai stream event"):
         journal.append(run, [bad], lease=lease)
     assert not JournalEntry.objects.exists()
 
 
 def test_write_with_an_expired_lease_is_refused_and_changes_nothing():
-    run, lease = builders.leased_run()
-    items = builders.text_items(_thread_id(run))
+    run, lease = factories.leased_run()
+    items = factories.text_items(_thread_id(run))
     RunProjection(run).record(items[:1], lease=lease)
     Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     with pytest.raises(leases.LeaseLost, match="lease is expired or was taken over"):
         RunProjection(run).record(items[1:2], lease=lease)
-    assert _journal_rows(run) == [(0, builders.RUN_ID, 0)]
+    assert _journal_rows(run) == [(0, factories.RUN_ID, 0)]
     assert TimelineEvent.objects.filter(run=run).count() == 1
 
 
 def test_write_after_the_lease_was_taken_over_is_refused():
-    run, lease = builders.leased_run()
+    run, lease = factories.leased_run()
     stale = leases.Lease(run_pk=lease.run_pk, execution_pk=lease.execution_pk, token="0" * 32, seconds=30)
     with pytest.raises(leases.LeaseLost):
-        journal.append(run, builders.text_items(_thread_id(run))[:1], lease=stale)
+        journal.append(run, factories.text_items(_thread_id(run))[:1], lease=stale)
     with pytest.raises(leases.LeaseLost):
         leases.renew(stale)
     assert not JournalEntry.objects.exists()
@@ -259,9 +263,9 @@ async def _collect(iterable):
 def test_read_prefix_yields_the_exact_prefix_and_everything_through_the_terminal_item():
     from asgiref.sync import async_to_sync
 
-    run, lease = builders.leased_run()
+    run, lease = factories.leased_run()
     thread_id = _thread_id(run)
-    items = [*builders.text_items(thread_id), builders.completed(thread_id, builders.RUN_ID, 4)]
+    items = [*factories.text_items(thread_id), factories.completed(thread_id, factories.RUN_ID, 4)]
     journal.append(run, items, lease=lease)
     prefix = async_to_sync(_collect)(journal.read_prefix(run, through=1))
     assert prefix == items[:2]
@@ -273,17 +277,17 @@ def test_read_prefix_yields_the_exact_prefix_and_everything_through_the_terminal
 def test_reading_an_undecodable_item_is_a_clear_error():
     from asgiref.sync import async_to_sync
 
-    run, lease = builders.leased_run()
-    journal.append(run, builders.text_items(_thread_id(run))[:2], lease=lease)
+    run, lease = factories.leased_run()
+    journal.append(run, factories.text_items(_thread_id(run))[:2], lease=lease)
     JournalEntry.objects.filter(run=run, index=1).update(payload='{"broken": true}')
     with pytest.raises(CodecError, match="undecodable journal item"):
         async_to_sync(_collect)(journal.read_prefix(run))
 
 
 def test_one_projection_keeps_numbering_across_batches_and_rereads_after_a_refused_one():
-    run, lease = builders.leased_run()
+    run, lease = factories.leased_run()
     thread_id = _thread_id(run)
-    items = [*builders.text_items(thread_id), builders.completed(thread_id, builders.RUN_ID, 4)]
+    items = [*factories.text_items(thread_id), factories.completed(thread_id, factories.RUN_ID, 4)]
     projection = RunProjection(run)
     projection.record(items[:1], lease=lease)
     with pytest.raises(journal.JournalError, match="journal gap"):
@@ -302,9 +306,9 @@ def test_live_frames_are_the_frames_a_replay_reads(django_capture_on_commit_call
 
     sent = []
     monkeypatch.setattr(publishing, "_send", lambda group, message: sent.append(message))
-    run, lease = builders.leased_run()
+    run, lease = factories.leased_run()
     with django_capture_on_commit_callbacks(execute=True):
-        RunProjection(run).record(builders.text_items(_thread_id(run)), lease=lease)
+        RunProjection(run).record(factories.text_items(_thread_id(run)), lease=lease)
     (message,) = sent
     replayed = frames_after(run.execution_id, 0)
     if connection.vendor == "sqlite":
@@ -321,9 +325,9 @@ def test_read_prefix_reads_across_pages(monkeypatch):
     from asgiref.sync import async_to_sync
 
     monkeypatch.setattr(journal, "PAGE_SIZE", 2)
-    run, lease = builders.leased_run()
+    run, lease = factories.leased_run()
     thread_id = _thread_id(run)
-    items = [*builders.text_items(thread_id), builders.completed(thread_id, builders.RUN_ID, 4)]
+    items = [*factories.text_items(thread_id), factories.completed(thread_id, factories.RUN_ID, 4)]
     journal.append(run, items, lease=lease)
     assert async_to_sync(_collect)(journal.read_prefix(run, through=3)) == items[:4]
     assert len(async_to_sync(_collect)(journal.read_prefix(run))) == 5

@@ -12,7 +12,7 @@ from django.db.models.functions import Cast
 from runs.models import TimelineEvent
 from runs.services import leases, publishing
 from runs.services.projection import RunProjection
-from tests.host import builders
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -25,12 +25,12 @@ def sent(monkeypatch) -> list[tuple[str, dict]]:
 
 
 def test_frames_are_published_after_commit_in_position_order(sent, django_capture_on_commit_callbacks):
-    run = builders.queued_run()
+    run = factories.queued_run()
     lease = leases.acquire(run.pk)
-    run.run_id = builders.RUN_ID
+    run.run_id = factories.RUN_ID
     run.save(update_fields=["run_id"])
     with django_capture_on_commit_callbacks() as callbacks:
-        RunProjection(run).record(builders.text_items(run.execution.thread.thread_id), lease=lease)
+        RunProjection(run).record(factories.text_items(run.execution.thread.thread_id), lease=lease)
         assert sent == []
     for callback in callbacks:
         callback()
@@ -43,7 +43,7 @@ def test_frames_are_published_after_commit_in_position_order(sent, django_captur
     stored_text = TimelineEvent.objects.annotate(text=Cast("event", TextField())).get(pk=stored[0].pk).text
     assert frames[0] == {
         "position": 1,
-        "run_id": builders.RUN_ID,
+        "run_id": factories.RUN_ID,
         "run": run.pk,
         "run_number": run.number,
         "subagent_run_id": "",
@@ -54,9 +54,9 @@ def test_frames_are_published_after_commit_in_position_order(sent, django_captur
 
 
 def test_a_rolled_back_batch_is_never_published(sent, django_capture_on_commit_callbacks):
-    run = builders.queued_run()
+    run = factories.queued_run()
     lease = leases.acquire(run.pk)
-    items = builders.text_items(run.execution.thread.thread_id)
+    items = factories.text_items(run.execution.thread.thread_id)
     with django_capture_on_commit_callbacks() as callbacks:
         RunProjection(run).record(items[:1], lease=lease)
         with pytest.raises(Exception, match="journal gap"):
@@ -100,12 +100,12 @@ def test_plain_sync_code_publishes_in_order_through_one_kept_event_loop(redis_se
 
 @pytest.mark.django_db(transaction=True)
 def test_the_worker_publishes_each_committed_batch_in_order_from_its_own_loop(redis_settings):
-    run = builders.queued_run()
+    run = factories.queued_run()
     lease = leases.acquire(run.pk)
-    run.run_id = builders.RUN_ID
+    run.run_id = factories.RUN_ID
     run.save(update_fields=["run_id"])
     layer, channel = _listen(publishing.execution_group(run.execution_id))
-    items = builders.text_items(run.execution.thread.thread_id)
+    items = factories.text_items(run.execution.thread.thread_id)
     projection = RunProjection(run)
 
     async def work() -> None:

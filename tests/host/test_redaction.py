@@ -28,9 +28,8 @@ from runs.models import Decision
 from runs.services.executions import current_policy_version
 from runs.services.policy import parse_redact_patterns
 from runs.services.redaction import REDACTED, Redactor, TimelineRedactor, dump_event, restore_redacted
-from tests.approval_scenarios import suspended_execution
-from tests.host import builders
-from tests.web import seed
+from tests import factories
+from tests.factories import suspended_execution
 
 SECRETS = Redactor(parse_redact_patterns(["pass(word)?", "token", "^api[_-]?key$"]))
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -166,7 +165,7 @@ def test_an_approver_leaving_masked_values_as_shown_approves_the_real_ones():
 
 @pytest.mark.django_db
 def test_the_approval_form_shows_masked_arguments_and_an_edit_keeps_what_was_left_masked(client, operator_user):
-    builders.configure_policy(redact_patterns=["password"])
+    factories.configure_policy(redact_patterns=["password"])
     call = ToolCallPart("send_payment", {"amount": 5000, "to": "acme password=s3cret"}, tool_call_id="call-pay")
     suspended = suspended_execution(approvals=(call,))
     client.force_login(operator_user)
@@ -194,7 +193,7 @@ def test_the_approval_form_shows_masked_arguments_and_an_edit_keeps_what_was_lef
 
 @pytest.mark.django_db
 def test_the_agui_endpoint_describes_a_request_without_its_secret():
-    builders.configure_policy(redact_patterns=["password"])
+    factories.configure_policy(redact_patterns=["password"])
     call = ToolCallPart("send_payment", {"amount": 1, "to": "password=s3cret"}, tool_call_id="call-pay")
     request = suspended_execution(approvals=(call,)).requests["call-pay"]
     request.reason = ""
@@ -207,13 +206,13 @@ def test_the_agui_endpoint_describes_a_request_without_its_secret():
 @pytest.mark.django_db
 def test_the_migration_masks_rows_stored_before_the_boundary_and_keeps_their_positions():
     remask = importlib.import_module("runs.migrations.0009_remask_timeline").remask_timelines
-    builders.configure_policy(redact_patterns=["password"])
-    execution = seed.make_execution()
+    factories.configure_policy(redact_patterns=["password"])
+    execution = factories.make_execution()
     execution.policy_version = current_policy_version()
     execution.save(update_fields=["policy_version"])
-    run = seed.make_run(execution)
+    run = factories.make_run(execution)
     big = CustomEvent(name="a13n.pydantic_ai.function_tool_result", value={"rows": ["x" * 5000] * 12, "password": "s3"})
-    old = seed.append_events(
+    old = factories.append_events(
         run,
         [
             TextMessageContentEvent(message_id="m1", delta="my pass"),

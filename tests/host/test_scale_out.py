@@ -31,7 +31,7 @@ from websockets.exceptions import InvalidHandshake, WebSocketException
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, ToolDispatch
 from runs.services import executions
 from runs.services.agents import ensure_demo_profile
-from tests.host import builders
+from tests import factories
 from tests.host.test_execution import assert_contiguous
 from tests.services import DaphneServer, ManagedProcess, RedisServer, RQWorker, child_pids, service_env
 from tests.web.test_large_frames import cookie_of, frames_of, receive_message, stored_frames
@@ -161,7 +161,7 @@ def fleet(settings):
 
 
 def test_fifty_executions_survive_random_kills_and_redis_restarts(fleet, operator_user):
-    builders.configure_policy(lease_seconds=4, max_attempts=20)
+    factories.configure_policy(lease_seconds=4, max_attempts=20)
     profile = ensure_demo_profile()
     started = []
     for number in range(EXECUTIONS):

@@ -15,7 +15,7 @@ from runs.management.commands.harness_recover import sole_sweeper_on_sqlite
 from runs.models import Execution, ExecutionStatus, HostPolicyVersion, Run, RunStatus, TimelineEvent
 from runs.services import queueing, recovery, runner, sweeper_passes
 from runs.services.sweep_failures import SWEEP_FAILED
-from tests.host import builders
+from tests import factories
 from tests.host.conftest import DEMO_TOOLS
 from tests.host.test_execution import Crash, crash_at_model_request, expire_leases
 
@@ -29,7 +29,7 @@ def _no_backoff(settings):
 
 def crashed_run(monkeypatch) -> Run:
     """A run whose worker died after its first model request, with an open lane and an expired lease."""
-    run = builders.queued_run("look up REC-42", on=builders.thread(model="demo", tools=DEMO_TOOLS))
+    run = factories.queued_run("look up REC-42", on=factories.thread(model="demo", tools=DEMO_TOOLS))
     crash_at_model_request(monkeypatch, 2)
     with pytest.raises(Crash):
         runner.execute_run(run.pk)
@@ -40,8 +40,8 @@ def crashed_run(monkeypatch) -> Run:
 
 def old_queued_run_with_lease_seconds(seconds: int) -> Run:
     """A queued run whose job was lost long ago, frozen on a policy version with `lease_seconds`."""
-    builders.configure_policy(max_attempts=3)
-    run = builders.queued_run("hello")
+    factories.configure_policy(max_attempts=3)
+    run = factories.queued_run("hello")
     HostPolicyVersion.objects.filter(pk=run.policy_version_id).update(lease_seconds=seconds)
     Run.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(days=1))
     return Run.objects.get(pk=run.pk)

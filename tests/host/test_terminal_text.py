@@ -10,7 +10,7 @@ from django.core.management.base import OutputWrapper
 
 from runs.management.commands.harness_run import Command
 from runs.terminal_text import printable
-from tests.web import seed
+from tests import factories
 
 HOSTILE = {
     "window title (OSC, BEL)": ("\x1b]0;owned\x07hello", "hello"),
@@ -36,9 +36,9 @@ def test_line_breaks_tabs_and_unicode_stay():
 
 @pytest.mark.django_db
 def test_harness_run_prints_model_text_without_escape_sequences():
-    execution = seed.make_execution(status="completed")
-    run = seed.make_run(execution, status="completed")
-    seed.append_events(
+    execution = factories.make_execution(status="completed")
+    run = factories.make_run(execution, status="completed")
+    factories.append_events(
         run,
         [
             TextMessageStartEvent(message_id="m1", role="assistant"),

@@ -8,14 +8,14 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from runs.models import TimelineEvent, TimelineOrigin
-from tests.host import builders
+from tests import factories
 
 MIGRATION = ("runs", "0010_timeline_origin")
 
 
 @pytest.mark.django_db(transaction=True)
 def test_decision_items_stored_before_the_column_become_host_items_and_nothing_else_does():
-    run = builders.queued_run()
+    run = factories.queued_run()
     rows = {
         "decision": {"type": "CUSTOM", "name": "a13n.host.decision", "value": {}},
         "other custom": {"type": "CUSTOM", "name": "a13n.harness.state", "value": {}},

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, Run, RunReason, RunStatus, ToolDispatch
 from runs.services import executions, recovery
 from runs.services.agents import ensure_demo_profile
-from tests.host import builders
+from tests import factories
 from tests.host.test_execution import assert_contiguous
 
 pytestmark = pytest.mark.services
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.services
 @pytest.fixture
 def fast_recovery(settings):
     settings.HARNESS_RECOVERY_BACKOFF_SECONDS = 0.2
-    builders.configure_policy(lease_seconds=3, max_attempts=10)
+    factories.configure_policy(lease_seconds=3, max_attempts=10)
 
 
 def settle(execution_pks: set[int], *, timeout: float, stack, kills: int = 0, seed: int = 0) -> int:

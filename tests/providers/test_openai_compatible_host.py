@@ -17,7 +17,7 @@ from runs.models import (
 )
 from runs.services import executions
 from runs.services.approvals import Answer, submit_decisions
-from tests.host import builders
+from tests import factories
 from tests.providers.openai_compatible import ANSWER_CHUNKS, USAGE, OpenAICompatibleServer, Script
 from tests.services import free_port, wait_until
 
@@ -48,7 +48,7 @@ def events_of(execution: Execution, event_type: str) -> list[dict]:
 def test_a_gated_tool_call_from_a_streaming_provider_waits_for_approval_then_the_answer_streams(
     live_stack, operator_user
 ):
-    builders.configure_policy(approval_rules=[{"tool": "lookup_record", "reason": "Records are private."}])
+    factories.configure_policy(approval_rules=[{"tool": "lookup_record", "reason": "Records are private."}])
     with OpenAICompatibleServer() as server:
         execution = executions.start_execution(provider_thread(server.base_url), "look up REC-42")
         wait_for_status(execution, ExecutionStatus.WAITING, ExecutionStatus.FAILED)
@@ -99,7 +99,7 @@ def test_a_gated_tool_call_from_a_streaming_provider_waits_for_approval_then_the
     ],
 )
 def test_a_provider_that_refuses_fails_the_run_saying_why(live_stack, status, code, said, attempts):
-    builders.configure_policy(model_max_retries=1)
+    factories.configure_policy(model_max_retries=1)
     with OpenAICompatibleServer(Script(refuse_with=status)) as server:
         execution = executions.start_execution(provider_thread(server.base_url), "look up REC-42")
         wait_for_status(execution, ExecutionStatus.FAILED, ExecutionStatus.COMPLETED)
@@ -114,7 +114,7 @@ def test_a_provider_that_refuses_fails_the_run_saying_why(live_stack, status, co
 
 
 def test_an_unreachable_server_fails_the_run_saying_so(live_stack):
-    builders.configure_policy(model_max_retries=0)
+    factories.configure_policy(model_max_retries=0)
     execution = executions.start_execution(provider_thread(f"http://127.0.0.1:{free_port()}/v1"), "look up REC-42")
     wait_for_status(execution, ExecutionStatus.FAILED, ExecutionStatus.COMPLETED)
     assert execution.failure_code == "model_unreachable"

@@ -18,8 +18,8 @@ from runs.models import (
     Verdict,
 )
 from runs.services import executions
+from tests import factories
 from tests.conftest import log_in
-from tests.host import builders
 from tests.services import wait_until
 
 TOOLS = ["lookup_record", "search_records", "deploy_release", "ask_operator"]
@@ -27,7 +27,7 @@ TOOLS = ["lookup_record", "search_records", "deploy_release", "ask_operator"]
 
 @pytest.fixture
 def demo_thread() -> Thread:
-    return builders.thread(model="demo", tools=TOOLS)
+    return factories.thread(model="demo", tools=TOOLS)
 
 
 def wait_for_status(execution: Execution, *statuses: str, timeout: float = 60) -> None:
@@ -39,7 +39,7 @@ def wait_for_status(execution: Execution, *statuses: str, timeout: float = 60) -
 
 
 def suspend_on_records(thread: Thread) -> Execution:
-    builders.configure_policy(
+    factories.configure_policy(
         approval_rules=[
             {"tool": "lookup_record", "reason": "Records are private."},
             {"tool": "search_records", "reason": "Searches leave traces."},
@@ -155,7 +155,7 @@ def test_editing_the_policy_in_admin_makes_the_next_run_suspend_on_that_tool(
 
 
 def test_the_form_appears_live_when_the_open_execution_suspends(live_stack, operator_user, page):
-    thread = builders.thread(model="demo", tools=[*TOOLS, "slow_step"])
+    thread = factories.thread(model="demo", tools=[*TOOLS, "slow_step"])
     execution = executions.start_execution(thread, "slow 15 then deploy")
     log_in(page, live_stack.base_url, "op", "op-password-1")
     page.goto(f"{live_stack.base_url}/executions/{execution.pk}/")

@@ -15,8 +15,9 @@ from playwright.sync_api import expect
 from runs.models import DeferredRequest, Execution, ExecutionStatus, Thread, Verdict
 from runs.services import cancellation, executions
 from runs.services.approvals import Answer, expire_overdue_requests, submit_decisions
-from tests.conftest import create_decider, log_in
-from tests.host import builders
+from tests import factories
+from tests.conftest import log_in
+from tests.factories import create_decider
 from tests.services import wait_until
 from tests.web.test_approval_browser import TOOLS, row, suspend_on_records, wait_for_status
 from tests.web.timeline_page import screenshot
@@ -26,7 +27,7 @@ LIVE_MS = 60_000
 
 @pytest.fixture
 def demo_thread() -> Thread:
-    return builders.thread(model="demo", tools=TOOLS)
+    return factories.thread(model="demo", tools=TOOLS)
 
 
 @pytest.fixture
@@ -107,7 +108,7 @@ def test_a_decision_is_an_item_with_the_editor_s_name_the_argument_diff_and_each
 def test_the_form_disables_itself_when_its_timeout_passes_and_closes_when_the_host_expires_it(
     operator_page, live_stack, demo_thread
 ):
-    builders.configure_policy(approval_rules=[{"tool": "deploy_release"}], approval_timeout_seconds=12)
+    factories.configure_policy(approval_rules=[{"tool": "deploy_release"}], approval_timeout_seconds=12)
     execution = executions.start_execution(demo_thread, "deploy the release")
     wait_for_status(execution, ExecutionStatus.WAITING)
     open_live(operator_page, live_stack.base_url, execution)
@@ -130,7 +131,7 @@ def test_the_form_disables_itself_when_its_timeout_passes_and_closes_when_the_ho
 def test_the_inbox_and_the_badge_on_every_page_follow_the_open_requests_live(
     operator_page, live_stack, operator_user, demo_thread
 ):
-    builders.configure_policy(approval_rules=[{"tool": "deploy_release"}])
+    factories.configure_policy(approval_rules=[{"tool": "deploy_release"}])
     operator_page.goto(f"{live_stack.base_url}/approvals/")
     threads_page = operator_page.context.new_page()
     threads_page.goto(f"{live_stack.base_url}/")
@@ -140,7 +141,7 @@ def test_the_inbox_and_the_badge_on_every_page_follow_the_open_requests_live(
     expect(operator_page.locator("#approvals-inbox .empty")).to_be_visible()
 
     first = executions.start_execution(demo_thread, "deploy the release")
-    other = builders.thread(model="demo", tools=TOOLS)
+    other = factories.thread(model="demo", tools=TOOLS)
     second = executions.start_execution(other, "deploy the release")
 
     inbox_rows = operator_page.locator("#approvals-inbox tr[data-request]")

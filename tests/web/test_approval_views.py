@@ -16,7 +16,8 @@ from runs.models import Decision, DecisionSubmission, DeferredStatus, ExecutionS
 from runs.services import toolbox
 from runs.services.approvals import MAX_VALUE_BYTES
 from runs.services.policy import publish_policy_version
-from tests.approval_scenarios import TOOLS, Suspended, suspended_execution
+from tests.approval_scenarios import TOOLS
+from tests.factories import Suspended, suspended_execution
 
 pytestmark = pytest.mark.django_db
 

@@ -15,8 +15,9 @@ from runs.services import cancellation, toolbox
 from runs.services.approvals import Answer, submit_decisions
 from runs.services.audit import CSV_COLUMNS
 from runs.services.redaction import REDACTED
-from tests.approval_scenarios import TOOLS, suspended_execution
-from tests.host import builders
+from tests import factories
+from tests.approval_scenarios import TOOLS
+from tests.factories import suspended_execution
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +33,7 @@ def test_tools(monkeypatch):
 def decided(operator_user):
     """A payment approved with edited arguments, under a policy that redacts `to`; the denial's message
     starts like a spreadsheet formula."""
-    builders.configure_policy(redact_patterns=["^to$"])
+    factories.configure_policy(redact_patterns=["^to$"])
     call = ToolCallPart("send_payment", {"amount": 5000, "to": "acme-secret"}, tool_call_id="call-pay")
     deny = ToolCallPart("delete_file", {"path": "/srv"}, tool_call_id="call-del")
     waiting = suspended_execution(approvals=(call, deny), title="payments")
@@ -99,7 +100,7 @@ def test_the_export_needs_a_login_and_refuses_bad_filters(client, operator_user)
 
 
 def test_cancellations_are_listed_with_who_cancelled(client, operator_user):
-    running = builders.queued_run("a long task").execution
+    running = factories.queued_run("a long task").execution
     cancellation.cancel_execution(running, user=operator_user)
     client.force_login(operator_user)
 

@@ -7,8 +7,8 @@ import pytest
 from runs.models import Decision, DeferredStatus, ExecutionStatus, TimelineEvent, Verdict
 from runs.services.approvals import CANCEL_MESSAGE
 from runs.services.decision_items import DECISION_EVENT_NAME
-from tests.approval_scenarios import suspended_execution
-from tests.web import seed
+from tests import factories
+from tests.factories import suspended_execution
 
 pytestmark = pytest.mark.django_db
 
@@ -74,7 +74,7 @@ def test_an_approver_cancelling_a_waiting_execution_is_recorded_as_a_decision(op
 
 
 def test_any_user_may_stop_a_running_execution_and_who_asked_is_kept(plain_client):
-    running = seed.make_execution(status="running")
+    running = factories.make_execution(status="running")
 
     response = plain_client.post(f"/executions/{running.pk}/cancel/")
 

@@ -18,7 +18,7 @@ from ag_ui.core import (
 )
 from playwright.sync_api import expect
 
-from tests.web import seed
+from tests import factories
 from tests.web.timeline_page import screenshot, wait_until_drawn
 
 
@@ -41,10 +41,10 @@ def text(message_id: str, body: str) -> list:
 
 def failed_then_recovered():
     """The first run looks up REC-7 and dies; the recovery run looks it up again, then searches differently."""
-    execution = seed.make_execution(seed.make_thread("Compared"), status="completed")
+    execution = factories.make_execution(factories.make_thread("Compared"), status="completed")
     thread_id = execution.thread.thread_id
-    first = seed.make_run(execution, status="failed", failure_code="worker_lost")
-    seed.append_events(
+    first = factories.make_run(execution, status="failed", failure_code="worker_lost")
+    factories.append_events(
         first,
         [
             RunStartedEvent(thread_id=thread_id, run_id=first.run_id),
@@ -54,8 +54,8 @@ def failed_then_recovered():
             RunErrorEvent(code="worker_lost", message="The worker stopped."),
         ],
     )
-    second = seed.make_run(execution, reason="recovery", previous_run=first, status="completed")
-    seed.append_events(
+    second = factories.make_run(execution, reason="recovery", previous_run=first, status="completed")
+    factories.append_events(
         second,
         [
             RunStartedEvent(thread_id=thread_id, run_id=second.run_id),
@@ -102,9 +102,9 @@ def test_two_lanes_line_up_and_the_first_divergence_is_marked(operator_page, liv
 
 
 def test_a_single_lane_offers_no_comparison(operator_page, live_stack):
-    execution = seed.make_execution(seed.make_thread("Alone"), status="completed")
-    run = seed.make_run(execution, status="completed")
-    seed.append_events(run, seed.text_run_events(run, ["hello"]))
+    execution = factories.make_execution(factories.make_thread("Alone"), status="completed")
+    run = factories.make_run(execution, status="completed")
+    factories.append_events(run, factories.text_run_events(run, ["hello"]))
     operator_page.goto(f"{live_stack.base_url}/executions/{execution.pk}/")
     wait_until_drawn(operator_page, execution)
     expect(operator_page.locator("#compare-toggle")).to_be_hidden()

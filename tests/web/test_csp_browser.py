@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests.web import seed
+from tests import factories
 
 RECORD_VIOLATIONS = """
 window.cspViolations = [];
@@ -15,9 +15,9 @@ document.addEventListener("securitypolicyviolation", (e) => {
 
 
 def test_no_page_violates_the_content_security_policy(operator_page, live_stack, django_user_model):
-    execution = seed.make_execution(status="completed")
-    run = seed.make_run(execution, status="completed")
-    seed.append_events(run, seed.text_run_events(run, ["hello ", "world"]))
+    execution = factories.make_execution(status="completed")
+    run = factories.make_run(execution, status="completed")
+    factories.append_events(run, factories.text_run_events(run, ["hello ", "world"]))
     django_user_model.objects.filter(username="op").update(is_staff=True, is_superuser=True)
     page = operator_page
     page.add_init_script(RECORD_VIOLATIONS)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ag_ui.core import RunErrorEvent, RunStartedEvent, ToolCallArgsEvent, ToolCallEndEvent, ToolCallStartEvent
 from playwright.sync_api import expect
 
-from tests.web import seed
+from tests import factories
 from tests.web.timeline_page import wait_until_drawn
 
 DETAILS = {
@@ -18,8 +18,8 @@ DETAILS = {
 
 
 def rate_limited_execution():
-    execution = seed.make_execution(seed.make_thread("Rate limited"), status="failed")
-    run = seed.make_run(
+    execution = factories.make_execution(factories.make_thread("Rate limited"), status="failed")
+    run = factories.make_run(
         execution,
         status="failed",
         attempt=2,
@@ -28,7 +28,7 @@ def rate_limited_execution():
         failure_message="The model provider is rate-limiting requests (HTTP 429).",
     )
     thread_id = execution.thread.thread_id
-    seed.append_events(
+    factories.append_events(
         run,
         [
             RunStartedEvent(thread_id=thread_id, run_id=run.run_id),

@@ -75,7 +75,7 @@ def test_pages_need_a_login(client):
 def test_the_approvals_link_counts_waiting_requests(client, operator_user):
     from runs.models import Checkpoint, DeferredRequest, DeferredStatus
     from runs.services.checkpoints import digest_of
-    from tests.web.seed import make_execution, make_run
+    from tests.factories import make_execution, make_run
 
     client.force_login(operator_user)
     # The badge is always in the page (the approvals socket updates it) and hidden while nothing waits.

@@ -19,9 +19,10 @@ from pydantic_ai import ToolCallPart
 from observers.routing import websocket_urlpatterns
 from runs.models import AgentProfile, Checkpoint, DecisionSubmission, Execution, HostPolicy, Thread
 from runs.services import executions, toolbox
-from tests.agui_http import demo_profile, run_input
-from tests.approval_scenarios import TOOLS, suspended_execution
-from tests.web import seed
+from tests import factories
+from tests.agui_http import run_input
+from tests.approval_scenarios import TOOLS
+from tests.factories import demo_profile, suspended_execution
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -98,7 +99,7 @@ SOCKET_FRAMES = {
 
 @pytest.mark.parametrize("frame", SOCKET_FRAMES.values(), ids=SOCKET_FRAMES.keys())
 async def test_every_malformed_timeline_frame_is_refused_with_4400(viewer, frame):
-    execution = await sync_to_async(seed.make_execution)()
+    execution = await sync_to_async(factories.make_execution)()
     error, closed = await refused(viewer, f"/ws/executions/{execution.pk}/", frame)
     assert error["type"] == "error"
     assert error["code"] in {"bad_request", "bad_cursor", "too_large"}
@@ -133,7 +134,7 @@ async def test_every_malformed_threads_frame_is_refused_with_4400(viewer, frame)
 
 
 async def test_unknown_thread_pks_are_skipped_and_known_ones_answered(viewer):
-    execution = await sync_to_async(seed.make_execution)()
+    execution = await sync_to_async(factories.make_execution)()
     communicator = WebsocketCommunicator(as_user(viewer), "/ws/threads/")
     assert (await communicator.connect())[0]
     await communicator.send_json_to({"type": "subscribe", "threads": [987654, execution.thread_id, 2**63 - 1]})
@@ -220,7 +221,7 @@ def test_a_new_thread_keeps_ordinary_unicode_and_line_breaks(client_in, profile)
 
 @pytest.mark.parametrize("text", HOSTILE_TEXT.values(), ids=HOSTILE_TEXT.keys())
 def test_a_new_execution_refuses_hostile_input(client_in, profile, text):
-    thread = seed.make_thread()
+    thread = factories.make_thread()
     response = client_in.post(reverse("runs:start_execution", args=[thread.pk]), start_post(input=text))
     refused_with_reason(response, "input")
     assert not Execution.objects.exists()
@@ -248,7 +249,7 @@ THREAD_QUERIES = {
 
 @pytest.mark.parametrize("query", THREAD_QUERIES.values(), ids=THREAD_QUERIES.keys())
 def test_the_thread_list_refuses_hostile_filters_with_400(client_in, query):
-    seed.make_thread()
+    factories.make_thread()
     response = client_in.get(reverse("runs:threads"), query)
     assert response.status_code == 400
     assert b'class="error"' in response.content
@@ -275,9 +276,9 @@ def test_the_audit_refuses_hostile_filters_with_400(client_in, query):
 
 
 def test_pagination_and_format_parameters_never_fail(client_in):
-    execution = seed.make_execution()
-    run = seed.make_run(execution)
-    seed.append_events(run, seed.text_run_events(run, ["a", "b"]))
+    execution = factories.make_execution()
+    run = factories.make_run(execution)
+    factories.append_events(run, factories.text_run_events(run, ["a", "b"]))
     pages = [
         reverse("runs:threads"),
         reverse("runs:thread", args=[execution.thread_id]),
@@ -311,7 +312,7 @@ def test_pks_beyond_64_bits_in_addresses_are_404(client_in, name, method):
 
 
 def test_an_event_position_beyond_64_bits_is_404(client_in):
-    execution = seed.make_execution()
+    execution = factories.make_execution()
     assert client_in.get(f"/executions/{execution.pk}/events/{HUGE}/").status_code == 404
     assert client_in.get(f"/executions/{HUGE}/events/1/").status_code == 404
 
@@ -439,7 +440,7 @@ def test_the_agui_endpoint_refuses_text_no_database_can_store(client_in, thread_
 
 @pytest.mark.parametrize("cursor", ["abc", "-1", str(HUGE), "1\x00"])
 def test_the_agui_event_stream_refuses_a_hostile_cursor(client_in, cursor):
-    execution = seed.make_execution()
+    execution = factories.make_execution()
     response = client_in.get(f"/agui/executions/{execution.pk}/events", headers={"Last-Event-ID": cursor})
     assert response.status_code == 400
     assert client_in.get(f"/agui/executions/{HUGE}/events").status_code == 404

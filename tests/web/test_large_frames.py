@@ -6,6 +6,7 @@ import asyncio
 import json
 
 import pytest
+from ag_ui.core import TextMessageContentEvent
 from django.conf import settings
 from django.db import connection, transaction
 from django.test import Client
@@ -15,7 +16,7 @@ from websockets.exceptions import ConnectionClosed
 from observers.pieces import PIECE_CHARS, pieces
 from runs.services import timeline
 from runs.services.publishing import publish_frames
-from tests.web import seed
+from tests import factories
 from tests.web.timeline_page import dom_positions, wait_until_drawn
 
 THREE_MIB = 3 * 1024 * 1024
@@ -33,8 +34,8 @@ def test_a_small_message_travels_whole_and_a_large_one_in_pieces_that_join_to_it
 @pytest.fixture
 def big_execution(live_stack):
     """An execution whose stored timeline holds one 3 MiB text delta (a single event over the limit)."""
-    run = seed.make_run(seed.make_execution())
-    seed.append_events(run, seed.text_run_events(run, ["start ", "y" * THREE_MIB, " end"], finish=False))
+    run = factories.make_run(factories.make_execution())
+    factories.append_events(run, factories.text_run_events(run, ["start ", "y" * THREE_MIB, " end"], finish=False))
     return run
 
 
@@ -94,7 +95,7 @@ def test_an_execution_with_a_3_mib_event_replays_and_streams_live(live_stack, op
 
     def append_and_publish_a_big_event() -> None:
         with transaction.atomic():
-            (row,) = seed.append_events(run, [seed.TextMessageContentEvent(message_id="m1", delta="z" * THREE_MIB)])
+            (row,) = factories.append_events(run, [TextMessageContentEvent(message_id="m1", delta="z" * THREE_MIB)])
             publish_frames(run.execution_id, [timeline.frame_of(row)])
 
     replayed, live = asyncio.run(asyncio.wait_for(watch(), timeout=60))

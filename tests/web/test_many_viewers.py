@@ -8,7 +8,7 @@ import json
 import pytest
 from websockets.asyncio.client import connect
 
-from tests.web import seed
+from tests import factories
 from tests.web.test_large_frames import cookie_of, frames_of, stored_frames
 
 VIEWERS = 300
@@ -17,8 +17,8 @@ pytestmark = pytest.mark.services
 
 
 def test_300_viewers_opened_at_once_all_get_the_whole_timeline(live_stack, operator_user):
-    run = seed.make_run(seed.make_execution())
-    seed.append_events(run, seed.text_run_events(run, [f"part {i} " for i in range(20)]))
+    run = factories.make_run(factories.make_execution())
+    factories.append_events(run, factories.text_run_events(run, [f"part {i} " for i in range(20)]))
     stored = stored_frames(run.execution_id)
     cookie = cookie_of(operator_user)
 

@@ -12,7 +12,7 @@ from django.views.defaults import server_error
 from runs.models import Checkpoint, Thread
 from runs.services import executions, queueing
 from runs.services.timeline import format_duration
-from tests.web import seed
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +24,7 @@ def client_in(client, operator_user):
 
 
 def test_pages_need_a_login(client):
-    execution = seed.make_execution()
+    execution = factories.make_execution()
     for url in ["/", f"/threads/{execution.thread_id}/", f"/executions/{execution.pk}/"]:
         response = client.get(url)
         assert response.status_code == 302
@@ -32,9 +32,9 @@ def test_pages_need_a_login(client):
 
 
 def test_threads_list_searches_filters_and_pages(client_in):
-    waiting = seed.make_execution(seed.make_thread("Invoice review"), status="waiting")
-    seed.make_execution(seed.make_thread("Weekly report"), status="completed")
-    idle = seed.make_thread("Untouched")
+    waiting = factories.make_execution(factories.make_thread("Invoice review"), status="waiting")
+    factories.make_execution(factories.make_thread("Weekly report"), status="completed")
+    idle = factories.make_thread("Untouched")
 
     body = client_in.get("/").content.decode()
     assert "Invoice review" in body and "Weekly report" in body and "Untouched" in body
@@ -50,7 +50,7 @@ def test_threads_list_searches_filters_and_pages(client_in):
     assert [thread.pk for thread in page] == [idle.pk]
 
     for n in range(30):
-        seed.make_thread(f"Bulk {n:02d}")
+        factories.make_thread(f"Bulk {n:02d}")
     first = client_in.get("/").context["page"]
     assert len(first) == 25
     assert first[0].title == "Bulk 29"  # newest first
@@ -58,14 +58,14 @@ def test_threads_list_searches_filters_and_pages(client_in):
     assert len(second) == 8
     assert not {t.pk for t in first} & {t.pk for t in second}
     # A new execution on an old thread brings it to the top.
-    seed.make_execution(idle, status="running")
+    factories.make_execution(idle, status="running")
     assert client_in.get("/").context["page"][0].pk == idle.pk
 
 
 def test_thread_page_shows_executions_checkpoints_and_fork_lineage(client_in):
-    profile = seed.make_thread().profile
+    profile = factories.make_thread().profile
     source = executions.create_thread(profile, title="Source thread")
-    seed.make_execution(source, status="completed", input="first question")
+    factories.make_execution(source, status="completed", input="first question")
     checkpoint = source.selected_checkpoint
     response = client_in.post(f"/checkpoints/{checkpoint.pk}/fork/", {"title": "My fork", "submission_key": "k-fork"})
     fork = Thread.objects.get(title="My fork")
@@ -80,7 +80,7 @@ def test_thread_page_shows_executions_checkpoints_and_fork_lineage(client_in):
 
 
 def test_fork_needs_post_and_csrf(client, operator_user):
-    thread = executions.create_thread(seed.make_thread().profile, title="Guarded")
+    thread = executions.create_thread(factories.make_thread().profile, title="Guarded")
     client.force_login(operator_user)
     assert client.get(f"/checkpoints/{thread.selected_checkpoint_id}/fork/").status_code == 405
     from django.test import Client
@@ -92,11 +92,11 @@ def test_fork_needs_post_and_csrf(client, operator_user):
 
 
 def test_execution_page_renders_lanes_and_the_timeline_config(client_in):
-    execution = seed.make_execution()
-    first = seed.make_run(execution, status="abandoned")
-    second = seed.make_run(execution, reason="recovery", previous_run=first)
-    seed.append_events(first, seed.text_run_events(first, ["a", "b"], finish=False))
-    seed.append_events(second, seed.text_run_events(second, ["c"], message_id="m2"))
+    execution = factories.make_execution()
+    first = factories.make_run(execution, status="abandoned")
+    second = factories.make_run(execution, reason="recovery", previous_run=first)
+    factories.append_events(first, factories.text_run_events(first, ["a", "b"], finish=False))
+    factories.append_events(second, factories.text_run_events(second, ["c"], message_id="m2"))
     response = client_in.get(f"/executions/{execution.pk}/")
     body = response.content.decode()
     assert body.count('class="lane-head"') == 2
@@ -110,10 +110,10 @@ def test_execution_page_renders_lanes_and_the_timeline_config(client_in):
 
 
 def test_raw_event_view_and_its_json(client_in):
-    execution = seed.make_execution()
-    run = seed.make_run(execution)
+    execution = factories.make_execution()
+    run = factories.make_run(execution)
     result = ToolCallResultEvent(message_id="c1:result", tool_call_id="c1", content="<script>alert(1)</script>")
-    (stored,) = seed.append_events(run, [result])
+    (stored,) = factories.append_events(run, [result])
     body = client_in.get(f"/executions/{execution.pk}/events/1/").content.decode()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "<script>alert" not in body
     assert f'href="/executions/{execution.pk}/#pos-1"' in body
@@ -124,15 +124,15 @@ def test_raw_event_view_and_its_json(client_in):
         "run": run.pk,
         "run_number": run.number,
         "subagent_run_id": "",
-        "event": seed.encoded(result) | {"timestamp": stored.event["timestamp"]},
+        "event": factories.encoded(result) | {"timestamp": stored.event["timestamp"]},
     }
     assert client_in.get(f"/executions/{execution.pk}/events/2/").status_code == 404
 
 
 def test_run_page_lists_its_events_with_permalinks(client_in):
-    execution = seed.make_execution()
-    run = seed.make_run(execution, status="completed", usage={"input_tokens": 3})
-    seed.append_events(run, seed.text_run_events(run, ["x"]))
+    execution = factories.make_execution()
+    run = factories.make_run(execution, status="completed", usage={"input_tokens": 3})
+    factories.append_events(run, factories.text_run_events(run, ["x"]))
     body = client_in.get(f"/runs/{run.pk}/").content.decode()
     assert f'href="/executions/{execution.pk}/#pos-3"' in body
     assert "TEXT_MESSAGE_CONTENT" in body and "input_tokens" in body
@@ -148,7 +148,7 @@ def test_durations_read_like_the_timeline_script_writes_them(seconds, text):
 
 
 def test_an_active_execution_can_be_cancelled_from_its_page(client_in):
-    execution = seed.make_execution(status="waiting")
+    execution = factories.make_execution(status="waiting")
     assert "Cancel execution" in client_in.get(f"/executions/{execution.pk}/").content.decode()
     response = client_in.post(f"/executions/{execution.pk}/cancel/")
     assert response.status_code == 302
@@ -158,8 +158,8 @@ def test_an_active_execution_can_be_cancelled_from_its_page(client_in):
 
 
 def test_starting_an_execution_on_a_busy_thread_says_so(client_in):
-    thread = executions.create_thread(seed.make_thread().profile, title="Busy")
-    seed.make_execution(thread, status="running")
+    thread = executions.create_thread(factories.make_thread().profile, title="Busy")
+    factories.make_execution(thread, status="running")
     response = client_in.post(
         f"/threads/{thread.pk}/executions/", {"input": "more", "submission_key": "k-busy"}, follow=True
     )
@@ -168,7 +168,7 @@ def test_starting_an_execution_on_a_busy_thread_says_so(client_in):
 
 
 def test_a_new_thread_starts_with_its_first_execution(client_in, redis_settings, django_capture_on_commit_callbacks):
-    profile = seed.make_thread().profile
+    profile = factories.make_thread().profile
     with django_capture_on_commit_callbacks(execute=True):
         response = client_in.post(
             "/threads/new/", {"profile": profile.pk, "title": "Fresh", "input": "look up REC-1", "submission_key": "k1"}
@@ -184,7 +184,7 @@ def test_a_new_thread_starts_with_its_first_execution(client_in, redis_settings,
 
 
 def test_forking_an_altered_checkpoint_is_refused_with_a_message(client_in):
-    thread = executions.create_thread(seed.make_thread().profile, title="Tampered")
+    thread = executions.create_thread(factories.make_thread().profile, title="Tampered")
     Checkpoint.objects.filter(pk=thread.selected_checkpoint_id).update(digest="0" * 64)
     response = client_in.post(
         f"/checkpoints/{thread.selected_checkpoint_id}/fork/", {"submission_key": "k-tampered"}, follow=True

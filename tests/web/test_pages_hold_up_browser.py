@@ -28,9 +28,10 @@ from runs.harness import DeferredToolRequests, HarnessRunResult
 from runs.models import DeferredRequest, Execution
 from runs.services import runner, toolbox
 from runs.services.checkpoints import load
-from tests.approval_scenarios import TOOLS, suspended_execution
+from tests import factories
+from tests.approval_scenarios import TOOLS
 from tests.conftest import log_in
-from tests.web import seed
+from tests.factories import suspended_execution
 from tests.web.timeline_page import screenshot, wait_until_drawn
 
 LONG_TOKEN = "x" * 600
@@ -43,13 +44,15 @@ def approval_tools(monkeypatch):
 
 def long_token_execution() -> Execution:
     """Two runs (pk and number differ from the second on), a 600-character token in the input and the text."""
-    seed.make_execution(seed.make_thread("Other thread"), status="completed")
-    execution = seed.make_execution(seed.make_thread(f"Tokens {LONG_TOKEN}"), status="completed", input=LONG_TOKEN)
+    factories.make_execution(factories.make_thread("Other thread"), status="completed")
+    execution = factories.make_execution(
+        factories.make_thread(f"Tokens {LONG_TOKEN}"), status="completed", input=LONG_TOKEN
+    )
     thread_id = execution.thread.thread_id
-    first = seed.make_run(execution, status="completed")
-    seed.append_events(first, seed.text_run_events(first, [f"token {LONG_TOKEN} end"]))
-    second = seed.make_run(execution, reason="resume", previous_run=first, status="completed")
-    seed.append_events(
+    first = factories.make_run(execution, status="completed")
+    factories.append_events(first, factories.text_run_events(first, [f"token {LONG_TOKEN} end"]))
+    second = factories.make_run(execution, reason="resume", previous_run=first, status="completed")
+    factories.append_events(
         second,
         [
             RunStartedEvent(thread_id=thread_id, run_id=second.run_id),
@@ -159,10 +162,10 @@ def test_event_groups_have_human_labels_and_counts_have_plurals(operator_page, l
 
 def test_a_count_of_one_is_singular(operator_page, live_stack):
     page = operator_page
-    lone = seed.make_execution(seed.make_thread("One of each"), status="completed")
-    run = seed.make_run(lone, status="completed")
+    lone = factories.make_execution(factories.make_thread("One of each"), status="completed")
+    run = factories.make_run(lone, status="completed")
     thread_id = lone.thread.thread_id
-    seed.append_events(
+    factories.append_events(
         run,
         [
             RunStartedEvent(thread_id=thread_id, run_id=run.run_id),
@@ -175,10 +178,10 @@ def test_a_count_of_one_is_singular(operator_page, live_stack):
     expect(page.locator(".item-group summary")).to_have_text("1 harness event: run lifecycle")
 
     # Two runs of one event each, doing the same single step.
-    twins = seed.make_execution(seed.make_thread("Twins"), status="completed")
+    twins = factories.make_execution(factories.make_thread("Twins"), status="completed")
     for reason in ("initial", "recovery"):
-        twin = seed.make_run(twins, reason=reason, status="completed")
-        seed.append_events(twin, [RunStartedEvent(thread_id=twins.thread.thread_id, run_id=twin.run_id)])
+        twin = factories.make_run(twins, reason=reason, status="completed")
+        factories.append_events(twin, [RunStartedEvent(thread_id=twins.thread.thread_id, run_id=twin.run_id)])
     page.goto(f"{live_stack.base_url}/executions/{twins.pk}/")
     wait_until_drawn(page, twins)
     counts = page.locator(".lane-head[data-run] .lane-count")
@@ -204,10 +207,10 @@ def test_the_lane_the_raw_json_and_the_run_page_give_the_same_run_number(operato
 
 
 def test_cancel_asks_first_and_the_tool_it_cut_short_is_marked_interrupted(operator_page, live_stack):
-    execution = seed.make_execution(seed.make_thread("Slow tool"), status="running")
-    run = seed.make_run(execution, status="running")
+    execution = factories.make_execution(factories.make_thread("Slow tool"), status="running")
+    run = factories.make_run(execution, status="running")
     thread_id = execution.thread.thread_id
-    seed.append_events(
+    factories.append_events(
         run,
         [
             RunStartedEvent(thread_id=thread_id, run_id=run.run_id),
@@ -239,7 +242,9 @@ def test_cancel_asks_first_and_the_tool_it_cut_short_is_marked_interrupted(opera
     assert execution.cancel_requested
 
     # The worker's cancelled run ends the lane; the call it cut short never returned.
-    seed.append_events(run, [RunFinishedEvent(thread_id=thread_id, run_id=run.run_id, outcome={"type": "cancelled"})])
+    factories.append_events(
+        run, [RunFinishedEvent(thread_id=thread_id, run_id=run.run_id, outcome={"type": "cancelled"})]
+    )
     page.reload()
     tool = page.locator(".item-tool")
     expect(tool.locator(".tool-interrupted")).to_have_text("interrupted")

@@ -14,7 +14,7 @@ from django.urls import reverse
 from runs.models import POLICY_VERSION_LIMITS, HostPolicy, HostPolicyVersion
 from runs.services import executions, runner
 from runs.services.policy import approval_reason, publish_policy_version
-from tests.host import builders
+from tests import factories
 from tests.web.test_approval_admin import change_url, policy_form
 
 pytestmark = pytest.mark.django_db
@@ -182,7 +182,7 @@ def test_saving_says_which_tools_now_ask_for_approval(admin_client):
 
 def run_demo(text: str) -> str:
     """One demo execution carried out in this process (no RQ): its calls land in the journal."""
-    thread = builders.thread(model="demo", tools=DEMO_TOOLS)
+    thread = factories.thread(model="demo", tools=DEMO_TOOLS)
     execution = executions.start_execution(thread, text)
     return runner.execute_run(execution.runs.get().pk)
 
@@ -225,7 +225,7 @@ def test_a_dry_run_shows_which_recent_calls_new_rules_would_stop_and_saves_nothi
 
 
 def test_a_dry_run_reports_calls_the_new_rules_would_no_longer_stop(admin_client):
-    builders.configure_policy(approval_rules=[{"tool": "lookup_record"}])
+    factories.configure_policy(approval_rules=[{"tool": "lookup_record"}])
     assert run_demo("look up REC-42") == "suspended"
 
     response = dry_run(admin_client, default_policy(), [])
@@ -244,7 +244,7 @@ def test_a_dry_run_reads_only_the_newest_executions(admin_client):
 
 
 def test_a_dry_run_judges_real_arguments_but_shows_them_redacted(admin_client):
-    builders.configure_policy(redact_patterns=["record_id"])
+    factories.configure_policy(redact_patterns=["record_id"])
     run_demo("look up REC-42")
     rules = [{"tool": "lookup_record", "when": {"arg": "record_id", "op": "eq", "value": "REC-42"}}]
 

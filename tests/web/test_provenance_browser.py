@@ -11,8 +11,9 @@ from playwright.sync_api import expect
 
 from runs.models import Execution, ExecutionStatus, Run, RunStatus
 from runs.services import forks, toolbox
-from tests.approval_scenarios import TOOLS, suspended_execution
-from tests.web import seed
+from tests import factories
+from tests.approval_scenarios import TOOLS
+from tests.factories import suspended_execution
 from tests.web.timeline_page import wait_until_drawn
 
 EXACT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$")
@@ -42,9 +43,9 @@ def forked_execution():
         status=RunStatus.COMPLETED,
         policy_version=execution.policy_version,
         start_checkpoint=fork.selected_checkpoint,
-        started_at=seed.START,
+        started_at=factories.START,
     )
-    seed.append_events(
+    factories.append_events(
         run,
         [
             RunStartedEvent(thread_id=fork.thread_id, run_id=run.run_id),

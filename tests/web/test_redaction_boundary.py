@@ -32,7 +32,7 @@ from runs.models import (
 from runs.services import executions
 from runs.services.agents import ensure_demo_profile
 from runs.services.redaction import REDACTED
-from tests.host import builders
+from tests import factories
 from tests.services import wait_until
 
 SECRET = "hunter2-Zq81x"
@@ -126,7 +126,7 @@ def assert_nowhere(texts: list[str], where: str) -> None:
 
 
 def test_a_planted_secret_appears_nowhere_but_in_the_journal(live_stack, superuser):
-    builders.configure_policy(redact_patterns=["password", "query"], approval_rules=[{"tool": "search_records"}])
+    factories.configure_policy(redact_patterns=["password", "query"], approval_rules=[{"tool": "search_records"}])
     thread = executions.create_thread(ensure_demo_profile(), title="Secret lookup")
     execution = executions.start_execution(thread, PROMPT, user=superuser)
     cookie = cookie_of(superuser)

@@ -8,7 +8,7 @@ import pytest
 
 from observers.pieces import PIECE_CHARS
 from runs.services import timeline
-from tests.web import seed
+from tests import factories
 from tests.web.test_timeline_socket import as_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,9 +26,9 @@ async def test_a_long_replay_arrives_whole_in_messages_that_each_fit_a_piece(dja
     user = await sync_to_async(django_user_model.objects.create_user)("viewer", password="pw-viewer-1")
 
     def seeded() -> tuple[int, list[dict]]:
-        run = seed.make_run(seed.make_execution(status="running"))
+        run = factories.make_run(factories.make_execution(status="running"))
         chunks = [f"chunk {number} é " + "x" * 200 for number in range(4000)]
-        seed.append_events(run, seed.text_run_events(run, chunks, finish=False))
+        factories.append_events(run, factories.text_run_events(run, chunks, finish=False))
         return run.execution_id, timeline.frames_after(run.execution_id, 0, limit=10_000)
 
     execution_pk, stored = await sync_to_async(seeded)()

@@ -17,8 +17,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from harness_site.asgi import application
+from tests import factories
 from tests.conftest import log_in
-from tests.web import seed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,7 +48,7 @@ async def expect_session_ended(communicator: WebsocketCommunicator) -> None:
 
 
 async def test_logging_out_closes_the_sessions_sockets(logged_in):
-    execution = await sync_to_async(seed.make_execution)()
+    execution = await sync_to_async(factories.make_execution)()
     timeline_socket = await open_socket(logged_in, f"/ws/executions/{execution.pk}/")
     threads_socket = await open_socket(logged_in, "/ws/threads/")
     await threads_socket.send_json_to({"type": "subscribe", "threads": []})

@@ -21,9 +21,10 @@ from harness_site.settings import channel_layer_config
 from runs.management.commands import harness_demo
 from runs.models import Checkpoint, Execution, ExecutionStatus, Run, RunStatus, StartSubmission, Thread
 from runs.services import executions, queueing, recovery, starts, toolbox
-from tests.approval_scenarios import TOOLS, suspended_execution
+from tests import factories
+from tests.approval_scenarios import TOOLS
+from tests.factories import suspended_execution
 from tests.services import free_port
-from tests.web import seed
 
 NOTICE = "The queue (Redis) cannot be reached right now"
 BANNER = 'id="queue-banner"'
@@ -66,7 +67,7 @@ def test_starting_work_while_the_queue_is_unreachable_answers_with_a_notice_and_
     browser_like, redis_settings, settings
 ):
     use_queue(settings, f"redis://127.0.0.1:{free_port()}/0")
-    profile = seed.make_thread().profile
+    profile = factories.make_thread().profile
     fields = form_of(browser_like, "/", "/threads/new/")
     response = browser_like.post("/threads/new/", {**fields, "profile": profile.pk, "input": "look up REC-7"})
     execution = Execution.objects.get(input="look up REC-7")
@@ -118,7 +119,7 @@ def test_an_approval_accepted_while_the_queue_is_down_says_the_resume_waits(dead
 
 @pytest.mark.django_db(transaction=True)
 def test_each_start_form_posted_twice_creates_once_and_answers_with_the_first_result(browser_like, dead_queue):
-    profile = seed.make_thread().profile
+    profile = factories.make_thread().profile
     fields = {**form_of(browser_like, "/", "/threads/new/"), "profile": profile.pk, "title": "Twice", "input": "hi"}
     first, repeat = (browser_like.post("/threads/new/", fields) for _ in range(2))
     assert Thread.objects.filter(title="Twice").count() == 1
@@ -145,7 +146,7 @@ def test_each_start_form_posted_twice_creates_once_and_answers_with_the_first_re
 
 @pytest.mark.django_db(transaction=True)
 def test_a_repeat_that_races_past_the_check_is_stopped_by_the_unique_key(operator_user, dead_queue, monkeypatch):
-    profile = seed.make_thread().profile
+    profile = factories.make_thread().profile
     first = starts.new_thread("same-key", operator_user, profile=profile, title="Raced", input="go")
     # The second post looks before the first committed: its check finds nothing, so the key row must decide.
     looked = []
@@ -163,7 +164,7 @@ def test_a_repeat_that_races_past_the_check_is_stopped_by_the_unique_key(operato
 
 @pytest.mark.django_db
 def test_a_start_form_without_its_key_or_with_someone_elses_creates_nothing(browser_like, django_user_model):
-    profile = seed.make_thread().profile
+    profile = factories.make_thread().profile
     fields = form_of(browser_like, "/", "/threads/new/")
     response = browser_like.post(
         "/threads/new/",

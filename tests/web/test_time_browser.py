@@ -23,11 +23,11 @@ from ag_ui.core import (
 )
 from playwright.sync_api import expect
 
+from tests import factories
 from tests.conftest import log_in
-from tests.web import seed
 from tests.web.timeline_page import screenshot, wait_until_drawn
 
-T0 = int(seed.START.timestamp() * 1000)
+T0 = int(factories.START.timestamp() * 1000)
 INTERRUPT = {"id": "call-9", "toolCallId": "call-9", "reason": "approval", "metadata": {"tool_name": "deploy"}}
 EXACT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{3})? UTC$")
 
@@ -47,15 +47,15 @@ def tool_call(call_id: str, name: str, start: int, end: int) -> list:
 
 def approved_and_resumed_execution():
     """A run that suspends 3 s in, an answer 150 s later, and the resuming run 2 s after the answer."""
-    execution = seed.make_execution(seed.make_thread("Timed"), status="completed")
+    execution = factories.make_execution(factories.make_thread("Timed"), status="completed")
     thread_id = execution.thread.thread_id
-    first = seed.make_run(
+    first = factories.make_run(
         execution,
         status="suspended",
-        finished_at=seed.START + timedelta(seconds=3),
+        finished_at=factories.START + timedelta(seconds=3),
         usage={"input_tokens": 100, "output_tokens": 20},
     )
-    seed.append_events(
+    factories.append_events(
         first,
         [
             RunStartedEvent(thread_id=thread_id, run_id=first.run_id, timestamp=T0),
@@ -76,16 +76,16 @@ def approved_and_resumed_execution():
             ),
         ],
     )
-    second = seed.make_run(
+    second = factories.make_run(
         execution,
         reason="resume",
         previous_run=first,
         status="completed",
-        started_at=seed.START + timedelta(seconds=155),
-        finished_at=seed.START + timedelta(seconds=160),
+        started_at=factories.START + timedelta(seconds=155),
+        finished_at=factories.START + timedelta(seconds=160),
         usage={"input_tokens": 50, "output_tokens": 5},
     )
-    seed.append_events(
+    factories.append_events(
         second,
         [
             RunStartedEvent(thread_id=thread_id, run_id=second.run_id, timestamp=T0 + 155_000),
@@ -160,10 +160,10 @@ def test_lanes_stand_on_one_time_axis_and_a_long_wait_is_compressed_but_labelled
 
 
 def test_a_dead_run_s_wait_is_split_into_lease_expired_and_recovery(operator_page, live_stack):
-    execution = seed.make_execution(seed.make_thread("Crashed"), status="completed")
+    execution = factories.make_execution(factories.make_thread("Crashed"), status="completed")
     thread_id = execution.thread.thread_id
-    dead = seed.make_run(execution, status="abandoned", finished_at=seed.START + timedelta(seconds=32))
-    seed.append_events(
+    dead = factories.make_run(execution, status="abandoned", finished_at=factories.START + timedelta(seconds=32))
+    factories.append_events(
         dead,
         [
             RunStartedEvent(thread_id=thread_id, run_id=dead.run_id, timestamp=T0),
@@ -172,15 +172,15 @@ def test_a_dead_run_s_wait_is_split_into_lease_expired_and_recovery(operator_pag
             RunErrorEvent(message="The worker stopped.", code="worker_lost", timestamp=T0 + 32_500),
         ],
     )
-    recovery = seed.make_run(
+    recovery = factories.make_run(
         execution,
         reason="recovery",
         previous_run=dead,
         status="completed",
-        started_at=seed.START + timedelta(seconds=34),
-        finished_at=seed.START + timedelta(seconds=36),
+        started_at=factories.START + timedelta(seconds=34),
+        finished_at=factories.START + timedelta(seconds=36),
     )
-    seed.append_events(
+    factories.append_events(
         recovery,
         [
             RunStartedEvent(thread_id=thread_id, run_id=recovery.run_id, timestamp=T0 + 34_000),
@@ -204,10 +204,10 @@ def test_a_dead_run_s_wait_is_split_into_lease_expired_and_recovery(operator_pag
 
 
 def test_a_wait_for_approval_under_way_grows_on_the_axis(operator_page, live_stack):
-    execution = seed.make_execution(seed.make_thread("Waiting"), status="waiting")
+    execution = factories.make_execution(factories.make_thread("Waiting"), status="waiting")
     now = int(time.time() * 1000)
-    run = seed.make_run(execution, status="suspended")
-    seed.append_events(
+    run = factories.make_run(execution, status="suspended")
+    factories.append_events(
         run,
         [
             RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id, timestamp=now - 4000),
@@ -232,10 +232,10 @@ def test_a_wait_for_approval_under_way_grows_on_the_axis(operator_page, live_sta
 
 
 def test_a_running_tool_is_busy_and_its_elapsed_time_increases(operator_page, live_stack):
-    execution = seed.make_execution(seed.make_thread("Slow tool"), status="running")
-    run = seed.make_run(execution, status="running")
+    execution = factories.make_execution(factories.make_thread("Slow tool"), status="running")
+    run = factories.make_run(execution, status="running")
     now = int(time.time() * 1000)
-    seed.append_events(
+    factories.append_events(
         run,
         [
             RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id, timestamp=now - 2000),
@@ -257,7 +257,7 @@ def test_a_running_tool_is_busy_and_its_elapsed_time_increases(operator_page, li
 
 
 def test_pages_say_times_with_their_zone_relative_with_the_exact_time_on_hover(operator_page, live_stack):
-    execution = seed.make_execution(seed.make_thread("Dated"), status="completed")
+    execution = factories.make_execution(factories.make_thread("Dated"), status="completed")
     page = operator_page
     page.goto(f"{live_stack.base_url}/threads/{execution.thread.pk}/")
     created = page.locator(".facts time.when").first
@@ -266,7 +266,7 @@ def test_pages_say_times_with_their_zone_relative_with_the_exact_time_on_hover(o
 
 
 def test_admin_uses_the_same_date_format(live_stack, django_user_model, page):
-    seed.policy_version()
+    factories.policy_version()
     django_user_model.objects.create_superuser("boss", password="boss-password-1")
     log_in(page, live_stack.base_url, "boss", "boss-password-1")
     page.goto(f"{live_stack.base_url}/admin/runs/hostpolicyversion/")

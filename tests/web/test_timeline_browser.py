@@ -32,7 +32,7 @@ from ag_ui.core import (
 from playwright.sync_api import expect
 
 from observers.agui import fragment_custom_event
-from tests.web import seed
+from tests import factories
 from tests.web.timeline_page import dom_positions, screenshot, wait_until_drawn
 
 
@@ -53,10 +53,10 @@ def tool_call(call_id: str, name: str, args: str, *, subagent: str | None = None
 
 def crashed_and_recovered_execution():
     """A first run that died mid-answer and the recovery run that finished the work."""
-    execution = seed.make_execution(seed.make_thread("Recovered after a crash"), status="completed")
+    execution = factories.make_execution(factories.make_thread("Recovered after a crash"), status="completed")
     thread_id = execution.thread.thread_id
-    first = seed.make_run(execution, status="abandoned")
-    seed.append_events(
+    first = factories.make_run(execution, status="abandoned")
+    factories.append_events(
         first,
         [
             RunStartedEvent(thread_id=thread_id, run_id=first.run_id),
@@ -70,8 +70,8 @@ def crashed_and_recovered_execution():
             TextMessageContentEvent(message_id="t1", delta="Record REC-7 is "),
         ],
     )
-    second = seed.make_run(execution, reason="recovery", previous_run=first, status="completed")
-    seed.append_events(
+    second = factories.make_run(execution, reason="recovery", previous_run=first, status="completed")
+    factories.append_events(
         second,
         [
             RunStartedEvent(thread_id=thread_id, run_id=second.run_id),
@@ -123,11 +123,11 @@ def test_a_recovery_run_is_a_second_lane_beside_the_first(operator_page, live_st
 
 
 def test_a_child_run_is_a_nested_lane_under_its_tool_call(operator_page, live_stack):
-    execution = seed.make_execution(seed.make_thread("Delegation"), status="completed")
-    run = seed.make_run(execution, status="completed")
+    execution = factories.make_execution(factories.make_thread("Delegation"), status="completed")
+    run = factories.make_run(execution, status="completed")
     child = "run-child-researcher"
     thread_id = execution.thread.thread_id
-    seed.append_events(
+    factories.append_events(
         run,
         [
             RunStartedEvent(thread_id=thread_id, run_id=run.run_id),
@@ -154,10 +154,10 @@ def test_a_child_run_is_a_nested_lane_under_its_tool_call(operator_page, live_st
 
 
 def test_model_and_tool_text_is_shown_as_text_never_as_html(operator_page, live_stack):
-    execution = seed.make_execution(seed.make_thread("Hostile output"), status="completed")
-    run = seed.make_run(execution, status="completed")
+    execution = factories.make_execution(factories.make_thread("Hostile output"), status="completed")
+    run = factories.make_run(execution, status="completed")
     payload = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"><b>bold</b>'
-    seed.append_events(
+    factories.append_events(
         run,
         [
             RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id),
@@ -180,12 +180,12 @@ def test_model_and_tool_text_is_shown_as_text_never_as_html(operator_page, live_
 
 
 def test_a_permalink_scrolls_to_its_event_and_highlights_it(operator_page, live_stack):
-    execution = seed.make_execution(seed.make_thread("Long answer"), status="completed")
-    run = seed.make_run(execution, status="completed")
+    execution = factories.make_execution(factories.make_thread("Long answer"), status="completed")
+    run = factories.make_run(execution, status="completed")
     events = [RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id)]
     for n in range(60):
         events += tool_call(f"call-{n}", "lookup_record", f'{{"record_id": "REC-{n}"}}')
-    seed.append_events(run, events)
+    factories.append_events(run, events)
     # Position 153 is the TOOL_CALL_ARGS of call-50: its item is that tool call's card.
     open_execution(operator_page, live_stack.base_url, execution, "#pos-153")
     highlighted = operator_page.locator(".highlight")
@@ -206,8 +206,8 @@ def test_a_permalink_scrolls_to_its_event_and_highlights_it(operator_page, live_
 
 def large_execution(target_events: int = 20_000):
     """Steps of reasoning, streamed text, harness facts and a tool call, like a long agent session."""
-    execution = seed.make_execution(seed.make_thread("Twenty thousand events"), status="completed")
-    run = seed.make_run(execution, status="completed")
+    execution = factories.make_execution(factories.make_thread("Twenty thousand events"), status="completed")
+    run = factories.make_run(execution, status="completed")
     events = [RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id)]
     step = 0
     while len(events) < target_events - 1:
@@ -225,7 +225,7 @@ def large_execution(target_events: int = 20_000):
     events = events[: target_events - 1]
     thread_id = execution.thread.thread_id
     events.append(RunFinishedEvent(thread_id=thread_id, run_id=run.run_id, outcome={"type": "success"}))
-    seed.append_events(run, events)
+    factories.append_events(run, events)
     return execution
 
 
@@ -250,16 +250,16 @@ def test_a_twenty_thousand_event_execution_opens_and_scrolls(operator_page, live
 
 
 def test_interrupts_cancellations_and_other_events_have_their_own_cards(operator_page, live_stack):
-    execution = seed.make_execution(seed.make_thread("Deploy, then cancelled"), status="cancelled")
+    execution = factories.make_execution(factories.make_thread("Deploy, then cancelled"), status="cancelled")
     thread_id = execution.thread.thread_id
-    first = seed.make_run(execution, status="suspended")
+    first = factories.make_run(execution, status="suspended")
     interrupt = {
         "id": "call-9",
         "toolCallId": "call-9",
         "reason": "approval",
         "metadata": {"tool_name": "deploy_release", "args": {"version": "1.4.2"}},
     }
-    seed.append_events(
+    factories.append_events(
         first,
         [
             RunStartedEvent(thread_id=thread_id, run_id=first.run_id),
@@ -269,8 +269,8 @@ def test_interrupts_cancellations_and_other_events_have_their_own_cards(operator
             ),
         ],
     )
-    second = seed.make_run(execution, reason="resume", previous_run=first, status="cancelled")
-    seed.append_events(
+    second = factories.make_run(execution, reason="resume", previous_run=first, status="cancelled")
+    factories.append_events(
         second,
         [
             RunStartedEvent(thread_id=thread_id, run_id=second.run_id),
@@ -296,9 +296,9 @@ def test_interrupts_cancellations_and_other_events_have_their_own_cards(operator
 
 
 def test_a_cursor_the_server_rejects_makes_the_page_start_over(operator_page, live_stack):
-    execution = seed.make_execution(seed.make_thread("Restored from a backup"), status="completed")
-    run = seed.make_run(execution, status="completed")
-    seed.append_events(run, seed.text_run_events(run, ["one ", "two ", "three ", "four ", "five "]))
+    execution = factories.make_execution(factories.make_thread("Restored from a backup"), status="completed")
+    run = factories.make_run(execution, status="completed")
+    factories.append_events(run, factories.text_run_events(run, ["one ", "two ", "three ", "four ", "five "]))
     open_execution(operator_page, live_stack.base_url, execution)
     assert dom_positions(operator_page) == list(range(1, 10))
     # The database lost the tail (say, restored from an older backup) while the page was away.
@@ -313,13 +313,13 @@ def test_a_cursor_the_server_rejects_makes_the_page_start_over(operator_page, li
 
 
 def test_an_oversized_custom_event_is_shown_reassembled_from_its_fragments(operator_page, live_stack):
-    execution = seed.make_execution(seed.make_thread("Big context snapshot"), status="completed")
-    run = seed.make_run(execution, status="completed")
+    execution = factories.make_execution(factories.make_thread("Big context snapshot"), status="completed")
+    run = factories.make_run(execution, status="completed")
     snapshot = "line of context <b>not bold</b>\n" * 2000
     big = CustomEvent(name="a13n.harness.context", value={"type": "context_snapshot", "text": snapshot})
     fragments = fragment_custom_event(big, "frag-1")
     assert len(fragments) > 10
-    seed.append_events(run, [RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id), *fragments])
+    factories.append_events(run, [RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id), *fragments])
     open_execution(operator_page, live_stack.base_url, execution)
     group = operator_page.locator(".item-group")
     expect(group.locator("summary")).to_have_text(f"{len(fragments)} harness events: run context")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from ag_ui.core import TextMessageContentEvent
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from channels.routing import URLRouter
@@ -14,7 +15,7 @@ from observers.routing import websocket_urlpatterns
 from runs.models import Execution
 from runs.services import timeline
 from runs.services.publishing import execution_group
-from tests.web import seed
+from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,7 +36,7 @@ def as_user(user):
 
 def commit_and_publish(run, chunks):
     """What the worker does: commit timeline rows, then publish them to the execution's group."""
-    rows = seed.append_events(run, [seed.TextMessageContentEvent(message_id="m1", delta=c) for c in chunks])
+    rows = factories.append_events(run, [TextMessageContentEvent(message_id="m1", delta=c) for c in chunks])
     frames = [timeline.frame_of(row) for row in rows]
     async_to_sync(get_channel_layer().group_send)(
         execution_group(run.execution_id), {"type": "timeline.append", "frames": frames}
@@ -58,9 +59,9 @@ async def receive_until(communicator, predicate, limit=5000):
 @pytest.fixture
 def seeded_run(django_user_model):
     user = django_user_model.objects.create_user("viewer", password="pw-viewer-1")
-    execution = seed.make_execution()
-    run = seed.make_run(execution)
-    seed.append_events(run, seed.text_run_events(run, [f"chunk {i} " for i in range(1097)], finish=False))
+    execution = factories.make_execution()
+    run = factories.make_run(execution)
+    factories.append_events(run, factories.text_run_events(run, [f"chunk {i} " for i in range(1097)], finish=False))
     return user, run
 
 
@@ -153,7 +154,7 @@ async def test_a_lost_live_message_is_filled_from_the_database(seeded_run):
     assert (await communicator.receive_json_from())["type"] == "status"
     assert await communicator.receive_json_from() == {"type": "ready", "position": 1100}
     # Two commits, but the first one's message never reaches the group (as when a layer drops it).
-    await sync_to_async(seed.append_events)(run, [seed.TextMessageContentEvent(message_id="m1", delta="lost")])
+    await sync_to_async(factories.append_events)(run, [TextMessageContentEvent(message_id="m1", delta="lost")])
     await sync_to_async(commit_and_publish)(run, ["published"])
     message = await communicator.receive_json_from()
     assert message["type"] == "events"
@@ -170,7 +171,7 @@ async def test_a_status_change_first_delivers_committed_events_whose_message_was
     await communicator.send_json_to({"type": "subscribe", "after": 1100})
     await receive_until(communicator, lambda m: m["type"] == "ready")
     # The run's last events are committed but their message never arrives; then the run ends.
-    await sync_to_async(seed.append_events)(run, [seed.TextMessageContentEvent(message_id="m1", delta="tail")])
+    await sync_to_async(factories.append_events)(run, [TextMessageContentEvent(message_id="m1", delta="tail")])
     await get_channel_layer().group_send(
         execution_group(run.execution_id),
         {"type": "execution.status", "execution": run.execution_id, "status": "completed", "runs": []},
@@ -323,7 +324,7 @@ async def test_a_refresh_never_reports_an_end_before_the_events_committed_with_i
             # The run's last event and its end commit together, just as the refresh looks (and no message
             # about them reaches this socket).
             with transaction.atomic():
-                seed.append_events(run, [seed.TextMessageContentEvent(message_id="m1", delta="last")])
+                factories.append_events(run, [TextMessageContentEvent(message_id="m1", delta="last")])
                 Execution.objects.filter(pk=execution_pk).update(status="completed")
         return real_snapshot(execution_pk)
 
