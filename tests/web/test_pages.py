@@ -124,6 +124,7 @@ def test_raw_event_view_and_its_json(client_in):
         "run": run.pk,
         "run_number": run.number,
         "subagent_run_id": "",
+        "origin": "run",
         "event": factories.encoded(result) | {"timestamp": stored.event["timestamp"]},
     }
     assert client_in.get(f"/executions/{execution.pk}/events/2/").status_code == 404
