@@ -19,6 +19,7 @@ from ag_ui.core import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
+from django.views.defaults import server_error
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 from pydantic_ai import DeferredToolRequests as NativeDeferredToolRequests
@@ -142,6 +143,19 @@ def test_a_favicon_and_styled_error_pages(operator_page, live_stack):
     # /threads/ itself is the list of threads.
     operator_page.goto(f"{base}/threads/")
     expect(operator_page.locator("h1")).to_have_text("Threads")
+
+
+def test_the_server_error_page_is_styled(operator_page, live_stack, rf):
+    """Django's own 500 answer (handler500, DEBUG off), shown in Chromium with the site's styles and favicon."""
+    body = server_error(rf.get("/")).content
+    address = f"{live_stack.base_url}/broken/"
+    operator_page.route(address, lambda route: route.fulfill(status=500, body=body, content_type="text/html"))
+    response = operator_page.goto(address)
+    assert response.status == 500
+    expect(operator_page.locator(".error-page h1")).to_have_text("Something went wrong")
+    expect(operator_page.locator("body")).to_have_css("background-color", "rgb(247, 248, 250)")
+    expect(operator_page.locator(".topbar .brand")).to_be_visible()
+    expect(operator_page.locator("link[rel=icon]")).to_have_attribute("href", "/static/img/favicon.svg")
 
 
 def test_event_groups_have_human_labels_and_counts_have_plurals(operator_page, live_stack):
