@@ -25,8 +25,8 @@ MAX_RESETS = 3
 BATCH_BUDGET_MS = 12
 # A pause between runs shorter than this is not drawn (ms).
 GAP_MIN_MS = 1000
-# The time axis: a wait between runs longer than both of these (ms; times all runs together) is drawn that
-# long instead, marked as not to scale; ruler ticks stand at least this far apart (px).
+# The time axis: a wait between runs longer than both of these (ms; times all runs together) is drawn shorter
+# (logarithmically beyond it) and marked as not to scale; ruler ticks stand at least this far apart (px).
 AXIS = {"compressMinMs": 5_000, "compressRatio": 0.5, "tickSpacingPx": 72}
 # How a decision item names each verdict.
 VERDICT_LABELS = {

@@ -9,8 +9,9 @@ const STEPS_MS = [
 ];
 
 export class AxisScale {
-  // `pieces`: the axis in order, contiguous, [{from, to, wait}] in ms from the origin. A wait longer than
-  // `compressMinMs`, and longer than `compressRatio` times all runs together, is drawn that long instead.
+  // `pieces`: the axis in order, contiguous, [{from, to, wait}] in ms from the origin. A wait longer than the
+  // cap (`compressMinMs`, or `compressRatio` times all runs together if that is more) is drawn
+  // cap × (1 + ln(length / cap)) long: far shorter, yet a longer wait still looks longer.
   constructor(pieces, { compressMinMs, compressRatio }) {
     const running = pieces.filter((piece) => !piece.wait).reduce((sum, piece) => sum + piece.to - piece.from, 0);
     const cap = Math.max(compressMinMs, running * compressRatio);
@@ -18,7 +19,7 @@ export class AxisScale {
     this.pieces = pieces.map((piece) => {
       const length = piece.to - piece.from;
       const compressed = Boolean(piece.wait) && length > cap;
-      const shown = compressed ? cap : length;
+      const shown = compressed ? cap * (1 + Math.log(length / cap)) : length;
       const placed = { ...piece, compressed, start: at, shown };
       at += shown;
       return placed;

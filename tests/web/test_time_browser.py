@@ -4,6 +4,7 @@ date format of every page, admin included."""
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from datetime import timedelta
@@ -128,14 +129,20 @@ def test_lanes_stand_on_one_time_axis_and_a_long_wait_is_compressed_but_labelled
     wait_until_drawn(page, execution)
     axis = page.locator("#time-axis")
     expect(axis).to_be_visible()
-    # Runs of 3 s and 5 s; the 150 s wait for approval is drawn 5 s long, the 2 s before the resume to scale:
-    # 15 s on the axis in all, so run 1 is 20 % of it and run 2 starts two thirds of the way.
+    # Runs of 3 s and 5 s and the 2 s before the resume to scale; the 150 s wait for approval is longer than the
+    # 5 s cap, so it is drawn 5 s × (1 + ln(150 / 5)) long.
+    approval_shown = 5 * (1 + math.log(150 / 5))
+    total = 3 + approval_shown + 2 + 5
+
+    def place(start: float, length: float) -> str:
+        return f"left: {percent(start / total)}; width: {percent(length / total)};"
+
     run_one = axis.locator(f'.axis-run[data-run="{first.pk}"]')
     expect(run_one.locator(".axis-label")).to_have_text("run 1 · initial 3.0 s")
-    expect(run_one.locator(".axis-bar")).to_have_attribute("style", "left: 0%; width: 20%;")
+    expect(run_one.locator(".axis-bar")).to_have_attribute("style", place(0, 3))
     run_two = axis.locator(f'.axis-run[data-run="{second.pk}"]')
     expect(run_two.locator(".axis-label")).to_have_text("run 2 · resume 5.0 s")
-    expect(run_two.locator(".axis-bar")).to_have_attribute("style", "left: 66.667%; width: 33.333%;")
+    expect(run_two.locator(".axis-bar")).to_have_attribute("style", place(5 + approval_shown, 5))
     first_item = execution.timeline.filter(run=second).order_by("position").first().position
     expect(run_two.locator("a.axis-label")).to_have_attribute("href", f"#pos-{first_item}")
     waits = axis.locator(".axis-wait")
@@ -144,10 +151,10 @@ def test_lanes_stand_on_one_time_axis_and_a_long_wait_is_compressed_but_labelled
     expect(approval).to_have_class(re.compile(r"\bcompressed\b"))
     expect(approval.locator(".axis-label")).to_have_text("waiting for approval 2 min 30 s not to scale")
     expect(approval.locator(".axis-break")).to_have_text("≈")
-    expect(approval.locator(".axis-bar")).to_have_attribute("style", "left: 20%; width: 33.333%;")
+    expect(approval.locator(".axis-bar")).to_have_attribute("style", place(3, approval_shown))
     expect(answer).not_to_have_class(re.compile(r"\bcompressed\b"))
     expect(answer.locator(".axis-label")).to_have_text("from the answer to the resuming run 2.0 s")
-    expect(answer.locator(".axis-bar")).to_have_attribute("style", "left: 53.333%; width: 13.333%;")
+    expect(answer.locator(".axis-bar")).to_have_attribute("style", place(3 + approval_shown, 2))
     # The ruler counts from the first event; past the break it goes on at the true time.
     ticks = axis.locator(".axis-ruler .axis-tick")
     expect(ticks.first).to_have_text("0 s")
@@ -229,6 +236,11 @@ def test_a_wait_for_approval_under_way_grows_on_the_axis(operator_page, live_sta
     seen = length.inner_text()
     expect(length).not_to_have_text(seen)
     expect(wait.locator(".axis-cause")).to_have_text("waiting for approval")
+
+
+def percent(fraction: float) -> str:
+    """A share as the axis writes it into a style (three decimals, trailing zeros dropped by the browser)."""
+    return f"{fraction * 100:.3f}".rstrip("0").rstrip(".") + "%"
 
 
 def test_a_running_tool_is_busy_and_its_elapsed_time_increases(operator_page, live_stack):
