@@ -1,13 +1,13 @@
 """Multi-row INSERTs for the worker's hot path, without a model instance per row.
 
-`bulk_create` builds and prepares a model instance for every journal and timeline row; on the write path
-that costs more than the database itself. Here a row is a tuple of field values, adapted for the backend
-only where a column needs it (datetimes, JSON). On PostgreSQL the rows go as one array per column into a
-single `INSERT ... SELECT * FROM unnest(...)`: a multi-row VALUES list would have psycopg's client-side
-binding parse a statement with thousands of placeholders for every batch, which cost more than the database
-itself. Elsewhere they go as one multi-row INSERT per chunk of the backend's parameter limit. Constraints
-are the table's own, so a row the database refuses fails the whole surrounding transaction exactly as with
-`bulk_create`.
+`bulk_create` builds and prepares a model instance for every journal and timeline row; on the write path that
+costs more than the database itself. Here a row is a tuple of field values, adapted for the backend only where
+a column needs it (datetimes, JSON). On PostgreSQL the rows go as one array per column into a single `INSERT
+... SELECT * FROM unnest(...)`: a multi-row VALUES list would have psycopg's client-side binding parse a
+statement with thousands of placeholders for every batch, which cost more than the database itself. On SQLite
+they go straight to the driver (`executemany`, or multi-row INSERTs within the parameter limit where the new
+rows' columns are returned). Constraints are the table's own, so a row the database refuses fails the whole
+surrounding transaction exactly as with `bulk_create`.
 """
 
 from __future__ import annotations
@@ -75,19 +75,24 @@ def insert_rows(
         # Server-side binding, arrays in binary: Django's client-side cursor would quote every element as text.
         # Same connection, so the same transaction.
         connection.ensure_connection()
-        with psycopg.Cursor(connection.connection) as cursor:
+        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
             cursor.execute(f"{head}SELECT * FROM unnest({arrays}){tail}", by_column)
             return cursor.fetchall() if returning else []
-    with connection.cursor() as cursor:
-        mark = f"({', '.join(['%s'] * len(columns))})"
-        limit = connection.features.max_query_params
-        per_statement = max(1, limit // len(columns)) if limit else len(rows)
-        returned: list[tuple[Any, ...]] = []
+    # SQLite: the driver's own placeholders on the driver's connection (the same transaction), since Django's
+    # cursor rewrites every placeholder of a statement with a regular expression first. Errors are Django's.
+    connection.ensure_connection()
+    database = connection.connection
+    mark = f"({', '.join(['?'] * len(columns))})"
+    returned: list[tuple[Any, ...]] = []
+    with connection.wrap_database_errors:
+        if not returning:
+            database.executemany(f"{head}VALUES {mark}", rows)
+            return returned
+        per_statement = max(1, connection.features.max_query_params // len(columns))
         for start in range(0, len(rows), per_statement):
             chunk = rows[start : start + per_statement]
-            cursor.execute(f"{head}VALUES {', '.join([mark] * len(chunk))}{tail}", [v for row in chunk for v in row])
-            if returning:
-                returned.extend(cursor.fetchall())
+            values = ", ".join([mark] * len(chunk))
+            returned += database.execute(f"{head}VALUES {values}{tail}", [v for row in chunk for v in row]).fetchall()
     return returned
 
 

@@ -6,7 +6,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection
 from django.utils import timezone
 from pydantic_ai import ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
 from pydantic_ai.messages import FunctionToolCallEvent, PartStartEvent, TextPart
@@ -298,6 +298,20 @@ def test_one_projection_keeps_numbering_across_batches_and_rereads_after_a_refus
     assert [row[0] for row in _journal_rows(run)] == [0, 1, 2, 3, 4]
     positions = list(TimelineEvent.objects.filter(run=run).values_list("position", flat=True))
     assert positions == list(range(1, len(positions) + 1))
+
+
+def test_a_row_the_database_refuses_is_a_django_integrity_error_and_changes_nothing():
+    run, lease = builders.leased_run()
+    items = builders.text_items(_thread_id(run))
+    stale = RunProjection(run)
+    stale.record(items[:1], lease=lease)
+    # Another writer took index 1: the stale projection's cursor still says 0, so only the unique constraint of
+    # the journal (the backstop behind the lease) refuses its row.
+    RunProjection(run).record(items[1:2], lease=lease)
+    stored = (_journal_rows(run), TimelineEvent.objects.count())
+    with pytest.raises(IntegrityError):
+        stale.record(items[1:2], lease=lease)
+    assert (_journal_rows(run), TimelineEvent.objects.count()) == stored
 
 
 def test_live_frames_are_the_frames_a_replay_reads(django_capture_on_commit_callbacks, monkeypatch):
