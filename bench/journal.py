@@ -44,7 +44,16 @@ TARGET = Target("relative_throughput", ">=", 0.5, "host write path at least 50% 
 WINDOW = 1_000
 QUICK_WINDOW = 300
 _COLUMNS = ("run_id", "index", "source_run_id", "source_sequence", "kind", "occurred_at", "payload", "codec_version")
-_TIMELINE_COLUMNS = ("execution_id", "position", "run_id", "subagent_run_id", "event_type", "event", "occurred_at")
+_TIMELINE_COLUMNS = (
+    "execution_id",
+    "position",
+    "run_id",
+    "subagent_run_id",
+    "event_type",
+    "event",
+    "occurred_at",
+    "origin",
+)
 
 
 class _RunAtDepth:
@@ -95,6 +104,7 @@ class _RunAtDepth:
         """The window's timeline rows as the baseline inserts them (projected and JSON-encoded beforehand)."""
         import json
 
+        from runs.models import TimelineOrigin
         from runs.services.projection import dump_event
 
         observer = copy.copy(self.observer)
@@ -111,6 +121,7 @@ class _RunAtDepth:
                         dumped["type"],
                         json.dumps(dumped),
                         item.occurred_at,
+                        TimelineOrigin.RUN.value,
                     )
                 )
         return rows
@@ -206,7 +217,7 @@ class _RunAtDepth:
         settings = connection.settings_dict
         if connection.vendor == "sqlite":
             rows = [(*row[:5], row[5].isoformat(), *row[6:]) for row in rows]
-            events = [(*row[:6], row[6].isoformat()) for row in events]
+            events = [(*row[:6], row[6].isoformat(), *row[7:]) for row in events]
             raw = sqlite3.connect(settings["NAME"], timeout=20)
             try:
                 raw.execute("PRAGMA synchronous=NORMAL")

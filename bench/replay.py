@@ -63,7 +63,7 @@ async def _replay(
 
 
 _ROWS_SQL = (
-    "SELECT t.position, r.run_id, t.run_id, t.subagent_run_id, {event} FROM runs_timelineevent t "
+    "SELECT t.position, r.run_id, t.run_id, t.subagent_run_id, t.origin, {event} FROM runs_timelineevent t "
     "JOIN runs_run r ON r.id = t.run_id WHERE t.execution_id = {mark} ORDER BY t.position"
 )
 
@@ -89,8 +89,8 @@ def _raw_rows(execution_pk: int) -> list[tuple[Any, ...]]:
 def _pages(rows: list[tuple[Any, ...]], size: int) -> list[str]:
     frames = [
         f'{{"type":"event","position":{position},"run_id":"{run_id}","run":{run_pk},'
-        f'"subagent_run_id":"{subagent}","event":{event}}}'
-        for position, run_id, run_pk, subagent, event in rows
+        f'"subagent_run_id":"{subagent}","origin":"{origin}","event":{event}}}'
+        for position, run_id, run_pk, subagent, origin, event in rows
     ]
     return [
         '{"type":"events","events":[' + ",".join(frames[start : start + size]) + "]}"
