@@ -301,8 +301,8 @@ def test_one_projection_keeps_numbering_across_batches_and_rereads_after_a_refus
 
 
 def test_a_row_the_database_refuses_is_a_django_integrity_error_and_changes_nothing():
-    run, lease = builders.leased_run()
-    items = builders.text_items(_thread_id(run))
+    run, lease = factories.leased_run()
+    items = factories.text_items(_thread_id(run))
     stale = RunProjection(run)
     stale.record(items[:1], lease=lease)
     # Another writer took index 1: the stale projection's cursor still says 0, so only the unique constraint of
