@@ -1,4 +1,5 @@
-"""Architecture rules run with the test suite: the pure packages stay pure (import-linter), the code is linted."""
+"""Architecture rules run with the test suite: the pure packages stay pure (import-linter), the code is linted, and the
+pure packages' type annotations hold (mypy with the pydantic plugin, configured in pyproject.toml)."""
 
 import shutil
 import subprocess
@@ -40,4 +41,10 @@ def test_ruff_lint_is_clean():
 
 def test_ruff_format_is_clean():
     result = run(str(BIN / "ruff"), "format", "--check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_pure_packages_type_check(settings):
+    # Its cache goes to this run's var directory: runs in parallel must not share one.
+    result = run(str(BIN / "mypy"), "--cache-dir", str(settings.HARNESS_VAR_DIR / "mypy_cache"))
     assert result.returncode == 0, result.stdout + result.stderr

@@ -390,7 +390,8 @@ def _part_end(conversion: RunConversion, event: PartEndEvent) -> None:
     conversion.put(index, None)
 
 
-def _args_text(args: str | dict[str, Any]) -> str:
+def _args_text(args: str | Mapping[str, object]) -> str:
+    # Mapping, not dict: pydantic-ai's tool-search and capability-loading calls carry TypedDict arguments.
     if isinstance(args, str):
         return args
     return json.dumps(args, sort_keys=True, separators=(",", ":"))

@@ -23,7 +23,7 @@ FRAGMENT_EVENT_NAME = "a13n.stream.fragment"
 MAX_CUSTOM_EVENT_BYTES = 48 * 1024
 FRAGMENT_CHARS = 4096
 
-_EVENT: TypeAdapter[Any] = TypeAdapter(Event)
+_EVENT: TypeAdapter[BaseEvent] = TypeAdapter(Event)
 
 
 def fragment_custom_event(event: CustomEvent, fragment_id: str) -> list[CustomEvent]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 import pydantic_core
 from ag_ui.core import (
@@ -27,13 +27,25 @@ if TYPE_CHECKING:
 __all__ = ("interrupts", "terminal_event", "token_usage")
 
 
+class TerminalRaw(TypedDict, total=False):
+    """The `rawEvent` of a run's terminal event: the source result it stands for, in JSON."""
+
+    thread_id: Required[str]
+    run_id: Required[str]
+    sequence: Required[int]
+    occurred_at: Required[str]
+    status: Required[str]
+    failure: dict[str, Any]
+    result_omitted: bool
+
+
 def terminal_event(
     item: HarnessRunResultEvent[Any], tool_call_id: Callable[[str], str] = str
 ) -> RunFinishedEvent | RunErrorEvent:
     """The run's last event; `tool_call_id` maps a source call id to the AG-UI id the stream used for it."""
     result = item.result
     timestamp = timestamp_ms(item.occurred_at)
-    raw: dict[str, Any] = {
+    raw: TerminalRaw = {
         "thread_id": item.thread_id,
         "run_id": item.run_id,
         "sequence": item.sequence,

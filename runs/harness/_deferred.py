@@ -277,11 +277,9 @@ def preflight_deferred_resume(
     validate_deferred_requests(deferred_resume.requests)
     _validate_results(deferred_resume.requests, deferred_resume.results)
     history = previous_state.message_history
-    resume: DeferredToolResume | None = deferred_resume
-    if deferred_resume.recovery:
-        resume = deferred_resume.remaining(history)
-        if resume is None:
-            return None
+    resume = deferred_resume.remaining(history) if deferred_resume.recovery else deferred_resume
+    if resume is None:
+        return None
     _validate_against_history(resume.requests, history, every_open_call=not deferred_resume.recovery)
     return resume
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pydantic_ai import RunContext, Tool, ToolFailed
 
@@ -27,6 +27,17 @@ if TYPE_CHECKING:
     from ._agent import ExecutableAgent
 
 __all__ = ("inline_delegation_tool", "run_inline_child")
+
+
+class _DelegationIds(TypedDict):
+    """What every delegation event of one child invocation repeats."""
+
+    invocation_id: str
+    child_instance_id: str
+    subagent: str
+    parent_run_id: str
+    parent_agent_instance_id: str
+    parent_tool_call_id: str | None
 
 
 def inline_delegation_tool(
@@ -64,7 +75,7 @@ async def run_inline_child(
         bindings=RunBindings(deferred_tools_supported=False, deps=parent.deps),
         previous_state=previous,
     )
-    payload: dict[str, Any] = {
+    payload: _DelegationIds = {
         "invocation_id": f"delegation-{uuid.uuid4().hex}",
         "child_instance_id": child_instance_id,
         "subagent": child.name,
@@ -118,7 +129,7 @@ async def run_inline_child(
     return output if isinstance(output, str) else result.output_json().decode()
 
 
-async def _report_failure(parent: AgentContext, payload: dict[str, Any], status: str, child_run_id: str) -> None:
+async def _report_failure(parent: AgentContext, payload: _DelegationIds, status: str, child_run_id: str) -> None:
     await parent.emit(
         InlineDelegationPayload(action="failed", status=status, child_run_id=child_run_id, **payload).to_event()
     )

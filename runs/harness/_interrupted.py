@@ -110,10 +110,10 @@ class InterruptedResponseTracker:
 
     def observe(self, event: object, *, boundary: int) -> None:
         if isinstance(event, PartStartEvent):
-            progress = _PartProgress(start=event.part)
+            started = _PartProgress(start=event.part)
             if isinstance(event.part, TextPart):
-                progress.streamed_text = event.part.content
-            self._responses.setdefault(boundary, {})[event.index] = progress
+                started.streamed_text = event.part.content
+            self._responses.setdefault(boundary, {})[event.index] = started
         elif isinstance(event, PartDeltaEvent):
             progress = self._responses.get(boundary, {}).get(event.index)
             if progress is not None and isinstance(event.delta, TextPartDelta):

@@ -8,7 +8,6 @@ model says *why* instead of the generic "agent run failed".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic_ai.exceptions import (
     ModelAPIError,
@@ -24,6 +23,7 @@ from pydantic_ai.exceptions import (
 )
 
 from ._errors import RetryHint
+from ._result import FailureDetails
 
 __all__ = ("ModelFailure", "describe_model_error")
 
@@ -51,7 +51,7 @@ class ModelFailure:
     code: str
     message: str
     retry_hint: RetryHint
-    details: dict[str, Any]
+    details: FailureDetails
 
 
 def describe_model_error(error: ModelAPIError) -> ModelFailure:
@@ -60,12 +60,13 @@ def describe_model_error(error: ModelAPIError) -> ModelFailure:
     Bodies can echo the request (and so prompts, tool arguments or secrets), so like every `SafeFailure` this
     says only the category, the HTTP status, the provider's short error code and where a connection broke.
     """
-    code, summary, retry_hint = "model_api_error", "The model request failed", "new_run"
+    code, summary = "model_api_error", "The model request failed"
+    retry_hint: RetryHint = "new_run"
     for category, category_code, category_summary, category_hint in _CATEGORIES:
         if isinstance(error, category):
             code, summary, retry_hint = category_code, category_summary, category_hint
             break
-    details: dict[str, Any] = {"error_type": type(error).__name__, "model_name": error.model_name}
+    details: FailureDetails = {"error_type": type(error).__name__, "model_name": error.model_name}
     facts = []
     if isinstance(error, ModelHTTPError):
         details["status_code"] = error.status_code

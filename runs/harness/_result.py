@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar
 
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, computed_field
@@ -25,6 +25,17 @@ RunStatus = Literal["completed", "suspended", "failed", "cancelled"]
 SuspendReason = Literal["deferred"]
 
 
+class FailureDetails(TypedDict, total=False):
+    """What the harness itself puts in a failure's details: what failed and how, never a provider's body."""
+
+    error_type: str
+    error_message: str
+    model_name: str
+    status_code: int
+    provider_error_code: str
+    phase: str
+
+
 class SafeFailure(BaseModel):
     """What a Host may show about a failure: a stable code and a short message, never a stack trace."""
 
@@ -35,10 +46,11 @@ class SafeFailure(BaseModel):
     retry_hint: RetryHint = "none"
     details_json: CanonicalJson = Field(default=b"{}", validation_alias="details", exclude=True, repr=False)
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def details(self) -> dict[str, JsonValue]:
-        return json.loads(self.details_json)
+        details: dict[str, JsonValue] = json.loads(self.details_json)
+        return details
 
 
 class RunUsageSummary(BaseModel):
@@ -137,8 +149,8 @@ class HarnessRunResult(Generic[OutputT]):
             "_deferred": copy.deepcopy(deferred),
             "_usage": usage or RunUsageSummary(),
         }
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
+        for slot, held in values.items():
+            object.__setattr__(self, slot, held)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable; use replace()")
@@ -196,8 +208,18 @@ class HarnessRunResult(Generic[OutputT]):
             raise TypeError(f"unknown result fields: {sorted(unknown)}")
         return HarnessRunResult(**{**fields, **changes})
 
-    def _fields(self) -> dict[str, Any]:
-        return {name.removeprefix("_"): getattr(self, name) for name in self.__slots__}
+    def _fields(self) -> _ResultFields:
+        return {
+            "thread_id": self._thread_id,
+            "run_id": self._run_id,
+            "status": self._status,
+            "output": self._output,
+            "state": self._state,
+            "failure": self._failure,
+            "suspend_reason": self._suspend_reason,
+            "deferred": self._deferred,
+            "usage": self._usage,
+        }
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Copies and pickles go through the constructor, so they are checked like any other result.
@@ -239,12 +261,26 @@ class HarnessRunResult(Generic[OutputT]):
         )
 
 
-def _restore_result(fields: dict[str, Any]) -> HarnessRunResult[Any]:
+class _ResultFields(TypedDict):
+    """A result's constructor arguments, as `replace()` and pickling pass them on."""
+
+    thread_id: str
+    run_id: str
+    status: RunStatus
+    output: Any
+    state: HarnessState | None
+    failure: SafeFailure | None
+    suspend_reason: SuspendReason | None
+    deferred: DeferredToolRequests | None
+    usage: RunUsageSummary
+
+
+def _restore_result(fields: _ResultFields) -> HarnessRunResult[Any]:
     return HarnessRunResult(**fields)
 
 
 def _check_combination(
-    status: RunStatus,
+    status: str,
     output: object,
     state: HarnessState | None,
     failure: SafeFailure | None,

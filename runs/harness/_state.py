@@ -120,6 +120,11 @@ CanonicalJson = Annotated[bytes, PlainValidator(_canonical_json)]
 """A JSON value held as canonical bytes; models expose it through a computed property."""
 
 
+def _loaded(canonical: bytes) -> JsonValue:
+    value: JsonValue = json.loads(canonical)
+    return value
+
+
 class CapabilityState(BaseModel):
     """One capability namespace: an exact version and an independent JSON value."""
 
@@ -128,10 +133,10 @@ class CapabilityState(BaseModel):
     version: str = Field(min_length=1)
     data_json: CanonicalJson = Field(validation_alias="data", exclude=True, repr=False)
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def data(self) -> JsonValue:
-        return json.loads(self.data_json)
+        return _loaded(self.data_json)
 
 
 def _encode_entries(value: Any) -> bytes:
@@ -155,7 +160,7 @@ class AgentContextStateSnapshot(BaseModel):
         default=b"{}", validation_alias="entries", exclude=True, repr=False
     )
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def entries(self) -> dict[str, CapabilityState]:
         return {key: CapabilityState.model_validate(raw) for key, raw in json.loads(self.entries_json).items()}
@@ -174,10 +179,10 @@ class EnvironmentState(BaseModel):
     state_version: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     state_json: CanonicalJson = Field(validation_alias="state", exclude=True, repr=False)
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def state(self) -> JsonValue:
-        return json.loads(self.state_json)
+        return _loaded(self.state_json)
 
 
 def encode_environment_states(value: Any) -> bytes:
@@ -241,14 +246,14 @@ class HarnessState(BaseModel):
         value = super().__getattr__(name)  # type: ignore[misc]
         return deepcopy(value) if name in (self.__pydantic_extra__ or {}) else value
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def message_history(
         self,
     ) -> Annotated[tuple[ModelMessage, ...], PlainSerializer(_dump_messages, when_used="json")]:
         return tuple(ModelMessagesTypeAdapter.validate_json(self.message_history_json))
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def environment_states(self) -> dict[str, EnvironmentState]:
         return {
@@ -256,7 +261,7 @@ class HarnessState(BaseModel):
             for mount, raw in json.loads(self.environment_states_json).items()
         }
 
-    def model_dump_json(self, **kwargs: Any) -> str:  # type: ignore[override]
+    def model_dump_json(self, **kwargs: Any) -> str:
         """Pydantic's JSON; without options, the history is written from its canonical bytes as they are.
 
         Parsing the history back into messages only to encode them again would cost a whole-history round

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
+from pydantic import JsonValue
 from pydantic_ai import (
     Agent,
     AgentRunError,
@@ -21,6 +22,7 @@ from pydantic_ai import (
     EnqueuedMessagesEvent,
     ModelMessage,
     ModelRequest,
+    ModelRequestPart,
     ModelResponse,
     RunCancelled,
     SystemPromptPart,
@@ -47,7 +49,7 @@ from ._inputs import InputSource, InputTextEvent, prompt_text, steering_inputs
 from ._interrupted import InterruptedResponseTracker, normalize_interrupted_history
 from ._model_errors import describe_model_error
 from ._recovery import TOOL_RECOVERY_MODES, ToolRecoveryCapability, ToolRecoveryMode, prepare_tool_recovery
-from ._result import HarnessRunResult, RunUsageSummary, SafeFailure
+from ._result import FailureDetails, HarnessRunResult, RunUsageSummary, SafeFailure
 from ._run_shell import RunShell
 from ._shell import ShellEnvironment
 from ._state import HarnessState, HistoryEncoder, encode_environment_states
@@ -320,7 +322,10 @@ class HarnessRunStream(Generic[OutputT]):
         except AgentRunError as exc:
             # pydantic-ai's own message ("Exceeded maximum retries (1) for output validation") says why; the
             # response body some subclasses carry beside it is left out, as it can echo the prompt.
-            details = {"error_type": type(exc).__name__, "error_message": exc.message[:ERROR_MESSAGE_CHARS]}
+            details: FailureDetails = {
+                "error_type": type(exc).__name__,
+                "error_message": exc.message[:ERROR_MESSAGE_CHARS],
+            }
             return await self._failed("agent_run_failed", "The agent run failed.", exc, details=details)
 
         suspended = isinstance(output, NativeDeferredToolRequests)
@@ -354,7 +359,10 @@ class HarnessRunStream(Generic[OutputT]):
         request_index = 0
         async for node in agent_run:
             if Agent.is_model_request_node(node):
-                request = {"request_id": f"model-request-{request_index}", "request_index": request_index}
+                request: dict[str, JsonValue] = {
+                    "request_id": f"model-request-{request_index}",
+                    "request_index": request_index,
+                }
                 await self._publish(lifecycle_event("model_request_started", **request))
                 try:
                     async with node.stream(agent_run.ctx) as events:
@@ -388,7 +396,7 @@ class HarnessRunStream(Generic[OutputT]):
         error: BaseException | None,
         *,
         retry_hint: RetryHint = "dependency_change",
-        details: dict[str, Any] | None = None,
+        details: FailureDetails | None = None,
     ) -> HarnessRunResult[OutputT]:
         if details is None:
             details = {} if error is None else {"error_type": type(error).__name__}
@@ -520,7 +528,7 @@ def _reconcile_system_prompt(history: Sequence[ModelMessage], system_prompt: str
     first_request = True
     for message in messages:
         if isinstance(message, ModelRequest):
-            parts = [part for part in message.parts if not isinstance(part, SystemPromptPart)]
+            parts: list[ModelRequestPart] = [part for part in message.parts if not isinstance(part, SystemPromptPart)]
             if first_request and system_prompt:
                 parts.insert(0, SystemPromptPart(system_prompt))
             first_request = False

@@ -325,7 +325,7 @@ def demo_definition(
     *, model: Model | str | None = None, recorder: ToolCallRecorder | None = None
 ) -> AgentDefinition[str]:
     """The demo agent (scripted unless `model` names a real model) with its inline researcher child."""
-    researcher = AgentDefinition(
+    researcher = AgentDefinition[str](
         name="researcher",
         model=researcher_model() if model is None else model,
         instructions=RESEARCHER_INSTRUCTIONS,
