@@ -45,6 +45,7 @@ def test_ruff_format_is_clean():
 
 
 def test_the_pure_packages_type_check(settings):
+    assert (BIN / "mypy").exists(), "mypy is not installed: run bin/setup"
     # Its cache goes to this run's var directory: runs in parallel must not share one.
     result = run(str(BIN / "mypy"), "--cache-dir", str(settings.HARNESS_VAR_DIR / "mypy_cache"))
     assert result.returncode == 0, result.stdout + result.stderr
