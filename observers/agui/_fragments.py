@@ -1,7 +1,8 @@
 """Oversized CUSTOM events travel as ordered fragments (spec 4.8).
 
 Transports and browsers limit frame sizes; a CUSTOM event carrying, say, a large tool payload is cut into
-`a13n.stream.fragment` frames that `CustomEventAssembler` puts back together on the receiving side.
+`a13n.stream.fragment` frames that `CustomEventAssembler` puts back together on the receiving side (the Host's
+redaction boundary does, to mask the whole event before cutting it again).
 """
 
 from __future__ import annotations

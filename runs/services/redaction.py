@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from ag_ui.core import BaseEvent, CustomEvent
 
-from observers.agui import FRAGMENT_EVENT_NAME, fragment_custom_event
+from observers.agui import FRAGMENT_EVENT_NAME, CustomEventAssembler, fragment_custom_event
 from runs.models import HostPolicyVersion
 
 from .policy import parse_redact_patterns
@@ -296,7 +296,7 @@ class TimelineRedactor:
 
     redactor: Redactor
     _streams: dict[tuple[str, str], _Stream] = field(default_factory=dict)
-    _fragments: list[Stored] = field(default_factory=list)
+    _fragments: CustomEventAssembler = field(default_factory=CustomEventAssembler)
 
     @classmethod
     def for_version(cls, version: HostPolicyVersion | None) -> TimelineRedactor:
@@ -360,16 +360,13 @@ class TimelineRedactor:
         return masked + group
 
     def _fragment(self, stored: Stored) -> list[Stored]:
-        self._fragments.append(stored)
-        value = stored[2]["value"]
-        pieces = [item[2]["value"] for item in self._fragments if item[2]["value"]["id"] == value["id"]]
-        if len(pieces) < value["count"]:
+        entry, occurred_at, dumped = stored
+        whole = self._fragments.feed(CustomEvent.model_validate(dumped))
+        if whole is None:
             return []
-        self._fragments = [item for item in self._fragments if item[2]["value"]["id"] != value["id"]]
-        whole = json.loads("".join(piece["data"] for piece in sorted(pieces, key=lambda piece: piece["index"])))
-        masked = CustomEvent.model_validate(self.event(whole))
-        entry, occurred_at, _ = stored
-        return [(entry, occurred_at, dump_event(frame)) for frame in fragment_custom_event(masked, value["id"])]
+        masked = CustomEvent.model_validate(self.event(dump_event(whole)))
+        frames = fragment_custom_event(masked, dumped["value"]["id"])
+        return [(entry, occurred_at, dump_event(frame)) for frame in frames]
 
 
 def restore_redacted(edited: Any, original: Any, redactor: Redactor) -> Any:
