@@ -1,4 +1,4 @@
-"""A throw-away PostgreSQL cluster for the benchmarks (env-recipe §6): initdb and pg_ctl as `nobody`.
+"""A throw-away PostgreSQL cluster for the benchmarks: initdb and pg_ctl as `nobody`.
 
 initdb refuses to run as root, so the cluster's directory belongs to `nobody` and the server runs as that
 user on a free TCP port with fsync off (a benchmark measures the Host's work, not this disk's flush).

@@ -1,4 +1,4 @@
-"""`ObserverContinuation`: a compact, JSON-portable copy of an observer's conversion cursors (spec 4.10).
+"""`ObserverContinuation`: a compact, JSON-portable copy of an observer's conversion cursors.
 
 A Host that checkpoints display state instead of source history exports the observer at a boundary and later
 restores one that continues the conversion exactly where it stopped: the same message and tool call ids, the

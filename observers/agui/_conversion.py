@@ -1,9 +1,9 @@
-"""Multi-part conversion of one run's source items into AG-UI events (spec 4.4 and 4.5).
+"""Multi-part conversion of one run's source items into AG-UI events.
 
 pydantic-ai streams a model response as parts that start, grow by deltas and end. AG-UI wants messages and
 tool calls that start, carry content and end exactly once. The bridge is a small set of open-part cursors per
 run. The state holding them is immutable: converting an item works on a `RunConversion`, which copies the
-cursor map only when the item touches it, so a failing item leaves the committed state as it was (S24)
+cursor map only when the item touches it, so a failing item leaves the committed state as it was
 without copying anything up front.
 """
 

@@ -1,4 +1,4 @@
-"""CUSTOM events for source items that have no standard AG-UI event (spec 4.4).
+"""CUSTOM events for source items that have no standard AG-UI event.
 
 Every CUSTOM value is an envelope naming the source item (thread, run, sequence, time) around a JSON form of
 the source event, so a client can correlate it without knowing the harness types.

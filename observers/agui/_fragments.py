@@ -1,4 +1,4 @@
-"""Oversized CUSTOM events travel as ordered fragments (spec 4.8).
+"""Oversized CUSTOM events travel as ordered fragments.
 
 Transports and browsers limit frame sizes; a CUSTOM event carrying, say, a large tool payload is cut into
 `a13n.stream.fragment` frames that `CustomEventAssembler` puts back together on the receiving side (the Host's

@@ -100,7 +100,7 @@ class HarnessAguiObserver:
             self._resuming = False
 
     def export(self) -> ObserverContinuation:
-        """The conversion cursors and used ids, without events, for `restore()` (spec 4.10)."""
+        """The conversion cursors and used ids, without events, for `restore()`."""
         if self._resuming:
             raise AguiObservationError("export() is not allowed while resume() is rebuilding this observer")
         if self._thread_id is None or self._run_id is None:

@@ -1,4 +1,4 @@
-"""The processor hook: a Host may drop an AG-UI event or rewrite its content, nothing else (spec 4.7)."""
+"""The processor hook: a Host may drop an AG-UI event or rewrite its content, nothing else."""
 
 from __future__ import annotations
 

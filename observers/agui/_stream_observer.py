@@ -1,4 +1,4 @@
-"""`HarnessAguiStreamObserver`: one root Harness Run stream together with its inline child runs (spec 4.6)."""
+"""`HarnessAguiStreamObserver`: one root Harness Run stream together with its inline child runs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The terminal AG-UI event of a run: RUN_FINISHED (success, interrupt, cancelled) or RUN_ERROR (spec 4.4)."""
+"""The terminal AG-UI event of a run: RUN_FINISHED (success, interrupt, cancelled) or RUN_ERROR."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a tool result looks like on the AG-UI side (spec 4.4, TOOL_CALL_RESULT and its CUSTOM fallback)."""
+"""What a tool result looks like on the AG-UI side: TOOL_CALL_RESULT, or its CUSTOM fallback."""
 
 from __future__ import annotations
 

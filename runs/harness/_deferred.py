@@ -72,7 +72,7 @@ class DeferredToolCall:
     """One pending deferred item: the call in history and the call actually dispatched.
 
     `target_identity` and `target_kind` are what the suspended run knew of the target tool; the resuming run
-    refuses an item whose tool changed either. A Host that builds requests itself may leave both out (S70): no
+    refuses an item whose tool changed either. A Host that builds requests itself may leave both out: no
     attestation of the tool is required, and the item is then checked only against the current tool surface.
     """
 
@@ -91,7 +91,7 @@ class DeferredToolCall:
 class DeferredToolRequests:
     """The exact pending requests of a suspended run; `metadata` is keyed by target call id.
 
-    Three categories wait for three kinds of answer (S68): `approvals` for a verdict, and among `calls` the
+    Three categories wait for three kinds of answer: `approvals` for a verdict, and among `calls` the
     structured `questions` (target call ids of tools that deferred with `CallDeferred(kind="question")`) for
     the user's answer, the rest for an external result.
     """

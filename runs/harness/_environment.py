@@ -1,4 +1,4 @@
-"""`DynamicEnvironmentCapability`: the shell tools a run offers when it has a shell environment (spec S85).
+"""`DynamicEnvironmentCapability`: the shell tools a run offers when it has a shell environment.
 
 The capability belongs to an agent definition; the environment belongs to one run (`environment=` of
 `run()`/`stream()`). A tool is offered only when the run has an environment whose actions allow it, so the

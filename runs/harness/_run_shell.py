@@ -1,4 +1,4 @@
-"""`RunShell`: one run's observation of the commands its shell environment runs (spec S85–S86).
+"""`RunShell`: one run's observation of the commands its shell environment runs.
 
 References are minted per run (`<run id>:shell-<n>`), so a reference read back from history in a later run
 names nothing there and is refused; a later run reaches a retained command only by discovering it again,

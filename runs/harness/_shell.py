@@ -1,4 +1,4 @@
-"""What a shell backend offers one Harness run (spec S85–S87): the protocols and the values they return.
+"""What a shell backend offers one Harness run: the protocols and the values they return.
 
 A `ShellEnvironment` is one fresh, process-local adapter for one run. It starts commands and hands back
 native `ShellCommand` handles; the run (`RunShell`) gives each handle a reference of its own and is the only

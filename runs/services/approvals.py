@@ -4,7 +4,7 @@ A set is accepted only whole, for the checkpoint it was shown for, once per subm
 refused before a single row changes. An accepted set is recorded (who, when, each verdict, the exact
 arguments approved and their sha256) and handed to the execution service, which enqueues the resuming Run
 with the `DeferredToolResume` built here. The resuming Run still runs under the current policy and the
-engine's own checks (spec S69–S71); an approval recorded here is never permission to replay a call.
+engine's own checks; an approval recorded here is never permission to replay a call.
 """
 
 from __future__ import annotations
@@ -367,8 +367,8 @@ def _native_results(requests: Sequence[DeferredRequest], answers: Sequence[Answe
                 else ToolApproved(override_args=answer.override_args)
             )
         else:
-            # A denial under `calls` would become a successful return in pydantic-ai 2.68 (spec B.10 note);
-            # a failed result is how an external call is refused.
+            # pydantic-ai 2.68 turns a denial under `calls` into a successful return; a failed result is how an
+            # external call is refused.
             calls[request.tool_call_id] = (
                 ToolFailed(answer.message or "The operator refused this call.") if refused else answer.result
             )

@@ -8,7 +8,7 @@ when the history is not an extension of the parent's, and when the chain's delta
 within a small multiple of its final history.
 
 Each row's digest is an HMAC (keyed by `settings.CHECKPOINT_KEY`) of its parent's digest and its own content,
-including the accepted deferred input kept beside it (S73–S75). Loading walks the chain from its base,
+including the accepted deferred input kept beside it. Loading walks the chain from its base,
 re-checks every digest and validates the rebuilt state, so an edit of any row of the chain, or a forged row
 without the key, is refused instead of being continued. The Thread's selected checkpoint moves only forward,
 and only in a transaction that proves the writing run still holds its lease.

@@ -1,4 +1,4 @@
-"""Forking: a new Thread that continues from any checkpoint of another, with its own identity (S37–S40)."""
+"""Forking: a new Thread that continues from any checkpoint of another, with its own identity."""
 
 from __future__ import annotations
 

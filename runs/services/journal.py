@@ -1,6 +1,6 @@
 """The source journal: every item of a run's root stream, in order, exactly once.
 
-This is the Host side of the replay contract (S6–S11): items are kept as structured `HarnessStreamEvent`s
+This is the Host side of observer replay: items are kept as structured `HarnessStreamEvent`s
 (through the versioned codec), appended only by the lease holder, in root-stream order with a contiguous
 `index`, and with a contiguous `sequence` per source run id (the root run and each inline child run count
 from 0). A batch with a gap or a repeated sequence is refused whole. `read_prefix` gives the exact finite prefix

@@ -3,7 +3,7 @@
 The worker's `HarnessAguiStreamObserver` converts each committed-to-be journal item, and the produced events
 are stored as `TimelineEvent`s with the next contiguous positions of the execution — in the same transaction
 as the journal rows, so the timeline never shows an item the journal lacks or the other way round. Positions
-are the Host's durable event ids (S11g), independent of harness sequences, and shared by all runs of an
+are the Host's durable event ids, independent of harness sequences, and shared by all runs of an
 execution so their lanes interleave in one ordered timeline. Publication happens after commit.
 
 Each event's JSON text is produced once (`encode_event`): the same text is stored in the row, carried by the

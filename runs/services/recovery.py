@@ -1,4 +1,4 @@
-"""The recovery sweep: what happens when a worker dies (S17–S21).
+"""The recovery sweep: what happens when a worker dies.
 
 A run whose lease expired is marked abandoned in one conditional UPDATE (after which its old worker can
 write nothing). Its projection is then closed: a fresh observer is rebuilt with `resume()` over the run's

@@ -350,7 +350,7 @@ def _record_result(
                 publish_approvals_changed()
             return
         if result.state is not None:
-            # Not selected: a failure candidate is for an operator to judge (S81), not a continuation.
+            # Not selected: a failure candidate is for an operator to judge, not a continuation.
             checkpoints.record(
                 run,
                 result.state,

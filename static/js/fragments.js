@@ -1,4 +1,4 @@
-// Reassembly of an oversized CUSTOM event sent as `a13n.stream.fragment` events (spec 4.8).
+// Reassembly of an oversized CUSTOM event sent as `a13n.stream.fragment` events.
 
 export class FragmentAssembler {
   constructor() {

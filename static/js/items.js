@@ -79,7 +79,7 @@ export class Item {
 }
 
 // Consecutive harness CUSTOM events of one scope, collapsed; rows are built only when opened.
-// An oversized CUSTOM event arrives as `a13n.stream.fragment` events (spec 4.8): it gets one row, shown once
+// An oversized CUSTOM event arrives as `a13n.stream.fragment` events: it gets one row, shown once
 // its last fragment is in, with the original name and value.
 export class GroupItem extends Item {
   constructor(timeline, frame) {
