@@ -24,7 +24,7 @@ from runs.harness import THREAD_ID_PATTERN
 from runs.models import AgentProfile, ExecutionStatus, Thread
 from runs.services import checkpoints, executions
 from runs.services.approvals import SubmissionRejected, pending_requests, submit_decisions
-from runs.services.timeline import last_position
+from runs.services.read_side import last_position
 
 from .answers import answers_for
 from .errors import Refused

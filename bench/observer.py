@@ -70,8 +70,8 @@ def _resume(run: Any) -> float:
 
 
 def _decode_only(run: Any) -> float:
+    from runs.harness import decode_item
     from runs.models import JournalEntry
-    from runs.services.codec import decode_item
 
     with stopwatch() as elapsed:
         rows = JournalEntry.objects.filter(run=run).order_by("index").values_list("payload", "codec_version")

@@ -23,9 +23,18 @@ from typing import Any
 from pydantic_ai import ModelMessage, ModelResponse, TextPart, ThinkingPart, ToolCallPart, UsageLimits
 from pydantic_ai.models.function import AgentInfo
 
-from runs.harness import AgentDefinition, DeferredToolResume, HarnessState, inline_delegation_tool, scripted_model
-from runs.services.boundaries import CheckpointBoundaries, boundary_of
-from runs.services.codec import EncodedItem, decode_item, encode_item
+from runs.harness import (
+    AgentDefinition,
+    CheckpointBoundaries,
+    DeferredToolResume,
+    EncodedItem,
+    HarnessState,
+    boundary_of,
+    decode_item,
+    encode_item,
+    inline_delegation_tool,
+    scripted_model,
+)
 
 __all__ = ("SIZES", "BoundaryState", "SyntheticRun", "synthetic_run")
 

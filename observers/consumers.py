@@ -35,7 +35,7 @@ from django.conf import settings
 from observers.authenticated import CLOSE_INTERNAL_ERROR, CLOSE_NOT_FOUND, AuthenticatedJsonConsumer
 from observers.pieces import PIECE_CHARS
 from observers.socket_messages import ApprovalsSubscribe, ThreadsSubscribe, TimelineSubscribe
-from runs.services import timeline
+from runs.services import read_side
 from runs.services.approvals import open_request_ids
 from runs.services.publishing import APPROVALS_GROUP, THREADS_GROUP, execution_group
 from runs.validators import MAX_DB_INTEGER
@@ -76,7 +76,7 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         # Catch-ups from the database and deliveries of live frames both advance `last_sent`; one at a time.
         self.sending = asyncio.Lock()
         self.replay: asyncio.Task | None = None
-        exists = self.execution_pk <= MAX_DB_INTEGER and await database_sync_to_async(timeline.execution_exists)(
+        exists = self.execution_pk <= MAX_DB_INTEGER and await database_sync_to_async(read_side.execution_exists)(
             self.execution_pk
         )
         if not exists:
@@ -105,12 +105,12 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         # replay or arrives as a live message (published after commit), so nothing falls in between.
         await self.channel_layer.group_add(self.group, self.channel_name)
         self.subscribed = True
-        end = await database_sync_to_async(timeline.last_position)(self.execution_pk)
+        end = await database_sync_to_async(read_side.last_position)(self.execution_pk)
         if after > end:
             await self.fail("cursor_beyond_end", f"Position {after} is beyond the end of the timeline ({end}).")
             return
         self.last_sent = after
-        await self._send_status(await database_sync_to_async(timeline.execution_status_snapshot)(self.execution_pk))
+        await self._send_status(await database_sync_to_async(read_side.execution_status_snapshot)(self.execution_pk))
         # The replay runs beside the dispatch loop so live messages keep arriving (into `pending`) meanwhile,
         # instead of piling up in the channel layer, whose per-channel capacity is small.
         self.replay = asyncio.create_task(self._replay_then_live())
@@ -132,7 +132,7 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         # The status is read before the catch-up: the events a status follows are committed with it or before
         # it, so the catch-up has them all; read after, a status could announce an end whose events it missed.
-        snapshot = await database_sync_to_async(timeline.execution_status_snapshot)(self.execution_pk)
+        snapshot = await database_sync_to_async(read_side.execution_status_snapshot)(self.execution_pk)
         await self._send_stored_after_cursor()
         if {**snapshot, "type": "status"} != self.last_status:
             await self._send_status(snapshot)
@@ -151,9 +151,9 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
 
     async def _send_stored_after_cursor(self) -> None:
         async with self.sending:
-            while page := await database_sync_to_async(timeline.frames_after)(self.execution_pk, self.last_sent):
+            while page := await database_sync_to_async(read_side.frames_after)(self.execution_pk, self.last_sent):
                 await self._send_frames(page)
-                if len(page) < timeline.REPLAY_PAGE_SIZE:
+                if len(page) < read_side.REPLAY_PAGE_SIZE:
                     break
 
     async def _send_status(self, message: dict[str, Any]) -> None:
@@ -186,7 +186,9 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
                 if position <= last:
                     continue
                 if position > last + 1:
-                    outgoing += await database_sync_to_async(timeline.frames_between)(self.execution_pk, last, position)
+                    outgoing += await database_sync_to_async(read_side.frames_between)(
+                        self.execution_pk, last, position
+                    )
                 outgoing.append(frame)
                 last = position
             await self._send_frames(outgoing)
@@ -195,9 +197,9 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         """One frame as an `event` message; several as `events` messages (per-message cost dominates replay)."""
         if not frames:
             return
-        # The events' stored JSON text is spliced in as it is (see `timeline.frame_text`), never decoded; one
+        # The events' stored JSON text is spliced in as it is (see `read_side.frame_text`), never decoded; one
         # message holds as many frames as fit in a piece, so a long replay is not cut into pieces and rejoined.
-        texts = [timeline.frame_text(frame) for frame in frames]
+        texts = [read_side.frame_text(frame) for frame in frames]
         if len(texts) == 1:
             await self.send_encoded(texts[0])
         else:
@@ -219,7 +221,7 @@ class ThreadListConsumer(AuthenticatedJsonConsumer):
             await self.channel_layer.group_discard(THREADS_GROUP, self.channel_name)
 
     async def receive_message(self, message: ThreadsSubscribe) -> None:
-        for status in await database_sync_to_async(timeline.thread_status_messages)(list(message.threads)):
+        for status in await database_sync_to_async(read_side.thread_status_messages)(list(message.threads)):
             await self.send_json(status)
         await self.send_json({"type": "ready"})
 

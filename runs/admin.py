@@ -18,6 +18,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from runs.forms import StorableJSONField
+from runs.harness import ApprovalRule, parse_approval_rules
 from runs.models import (
     POLICY_VERSION_LIMITS,
     AgentProfile,
@@ -30,13 +31,7 @@ from runs.models import (
 )
 from runs.services import toolbox
 from runs.services.dry_run import dry_run
-from runs.services.policy import (
-    POLICY_VERSION_FIELDS,
-    ApprovalRule,
-    parse_approval_rules,
-    parse_redact_patterns,
-    publish_policy_version,
-)
+from runs.services.policy import POLICY_VERSION_FIELDS, parse_redact_patterns, publish_policy_version
 from runs.services.providers import ModelChoice, model_problems
 from runs.services.redaction import redactor_for
 from runs.services.rule_checks import effective_approvals, rule_problems

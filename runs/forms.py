@@ -16,8 +16,8 @@ from django.http import QueryDict
 from runs.models import AgentProfile, Thread, Verdict
 from runs.services.approvals import MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
 from runs.services.audit import AuditFilters
+from runs.services.read_side import THREAD_STATUSES
 from runs.services.starts import MAX_KEY_LENGTH
-from runs.services.timeline import THREAD_STATUSES
 from runs.validators import MAX_DB_INTEGER, multi_line_text, single_line_text, unstorable_json
 
 MAX_INPUT_CHARS = 20_000

@@ -1,4 +1,4 @@
-"""Pages of the dashboard. Views stay thin: reads come from runs.services.timeline, actions from runs.services."""
+"""Pages of the dashboard. Views stay thin: reads come from runs.services.read_side, actions from runs.services."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from runs.services import (
     failures,
     provenance,
     queueing,
+    read_side,
     starts,
-    timeline,
     timeline_page,
 )
 from runs.services.approvals import can_decide
@@ -40,7 +40,7 @@ def threads(request: HttpRequest) -> HttpResponse:
     valid = filters.is_valid()
     search = filters.cleaned_data.get("q", "").strip() if valid else ""
     status = filters.cleaned_data.get("status", "") if valid else ""
-    page = Paginator(timeline.threads_overview(search=search, status=status), THREADS_PER_PAGE).get_page(
+    page = Paginator(read_side.threads_overview(search=search, status=status), THREADS_PER_PAGE).get_page(
         request.GET.get("page")
     )
     return render(
@@ -51,7 +51,7 @@ def threads(request: HttpRequest) -> HttpResponse:
             "filters": filters,
             "search": search,
             "status": status,
-            "statuses": timeline.THREAD_STATUSES,
+            "statuses": read_side.THREAD_STATUSES,
             "profiles": AgentProfile.objects.order_by("name"),
             "limits": LIMITS,
         },
@@ -83,7 +83,7 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
     thread = get_object_or_404(
         Thread.objects.select_related("profile", "selected_checkpoint", "forked_from__thread"), pk=pk
     )
-    checkpoints = Paginator(timeline.checkpoints_of(thread), CHECKPOINTS_PER_PAGE).get_page(
+    checkpoints = Paginator(read_side.checkpoints_of(thread), CHECKPOINTS_PER_PAGE).get_page(
         request.GET.get("checkpoints")
     )
     contents = provenance.checkpoint_contents(checkpoints.object_list)
@@ -94,11 +94,11 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "runs/thread.html",
         {
             "thread": thread,
-            "executions": timeline.executions_of(thread),
+            "executions": read_side.executions_of(thread),
             "checkpoints": checkpoints,
-            "ancestry": timeline.fork_ancestry(thread),
+            "ancestry": read_side.fork_ancestry(thread),
             "origin": provenance.fork_origin(thread),
-            "forks": timeline.forks_of(thread),
+            "forks": read_side.forks_of(thread),
             "limits": LIMITS,
         },
     )
@@ -172,7 +172,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
     execution = get_object_or_404(
         Execution.objects.select_related("thread__profile", "policy_version__policy", "cancelled_by"), pk=pk
     )
-    lanes = timeline.lanes_of(execution)
+    lanes = read_side.lanes_of(execution)
     failed_run = next((lane.run for lane in reversed(lanes) if lane.run.failure_code), None)
     return render(
         request,
@@ -212,7 +212,7 @@ def cancel_execution(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("execution__thread", "previous_run", "policy_version"), pk=pk)
-    events = Paginator(timeline.run_events(run), RUN_EVENTS_PER_PAGE).get_page(request.GET.get("page"))
+    events = Paginator(read_side.run_events(run), RUN_EVENTS_PER_PAGE).get_page(request.GET.get("page"))
     return render(
         request,
         "runs/run.html",
@@ -220,10 +220,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "run": run,
             "execution": run.execution,
             "thread": run.execution.thread,
-            "duration": timeline.format_duration(timeline.run_duration(run)),
+            "duration": read_side.format_duration(read_side.run_duration(run)),
             "events": events,
-            "checkpoints": timeline.checkpoints_of(run),
-            "deferred_requests": timeline.deferred_requests_of(run),
+            "checkpoints": read_side.checkpoints_of(run),
+            "deferred_requests": read_side.deferred_requests_of(run),
             "usage_json": _pretty(run.usage),
             "failure": failures.failure_of(run),
         },
@@ -233,10 +233,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def event_detail(request: HttpRequest, execution_pk: int, position: int) -> HttpResponse:
     try:
-        event = timeline.timeline_event(execution_pk, position)
+        event = read_side.timeline_event(execution_pk, position)
     except TimelineEvent.DoesNotExist:
         raise Http404("No event at this position.") from None
-    frame = timeline.frame_of(event)
+    frame = read_side.frame_of(event)
     if request.GET.get("format") == "json":
         return JsonResponse(frame)
     return render(
@@ -248,7 +248,7 @@ def event_detail(request: HttpRequest, execution_pk: int, position: int) -> Http
             "thread": event.execution.thread,
             "frame_json": _pretty(frame),
             "previous": position - 1 if position > 1 else None,
-            "next": position + 1 if position < timeline.last_position(execution_pk) else None,
+            "next": position + 1 if position < read_side.last_position(execution_pk) else None,
         },
     )
 

@@ -35,14 +35,15 @@ from pydantic_ai.messages import PartDeltaEvent, PartEndEvent, PartStartEvent, T
 from agui_api.models import ApiToken
 from runs.harness import (
     DeferredToolCall,
-    DeferredToolRequests,
     HarnessEvent,
     HarnessRunResult,
     HarnessRunResultEvent,
     HarnessState,
     InlineDelegationPayload,
+    PendingDeferredCalls,
     RunUsageSummary,
     SafeFailure,
+    encode_item,
 )
 from runs.harness._events import lifecycle_event, run_started_event
 from runs.harness.demo import demo_tools
@@ -62,7 +63,6 @@ from runs.models import (
     TimelineEvent,
 )
 from runs.services import checkpoints, executions, leases, policy
-from runs.services.codec import encode_item
 from tests.agui_http import PROFILE
 from tests.approval_scenarios import TOOLS
 
@@ -154,7 +154,7 @@ class SourceRun:
         calls: Iterable[ToolCallPart] = (),
         metadata: dict[str, dict[str, Any]] | None = None,
     ) -> HarnessRunResultEvent[Any]:
-        deferred = DeferredToolRequests(
+        deferred = PendingDeferredCalls(
             approvals=[DeferredToolCall(call, call, f"tool/native/{call.tool_name}") for call in approvals],
             calls=[DeferredToolCall(call, call, f"tool/native/{call.tool_name}") for call in calls],
             metadata=metadata or {},
@@ -323,7 +323,7 @@ def suspended_execution(
     state = checkpoints.load(thread.selected_checkpoint).with_changes(
         message_history=[ModelRequest(parts=[UserPromptPart("pay acme")]), ModelResponse(parts=list(pending))]
     )
-    deferred = DeferredToolRequests.export(
+    deferred = PendingDeferredCalls.export(
         NativeDeferredToolRequests(calls=list(calls), approvals=list(approvals)),
         definitions={name: tool.tool_def for name, tool in TOOLS.items()},
     )

@@ -22,7 +22,7 @@ from runs.harness import HarnessRunResultEvent, RunUsageSummary
 from ._envelopes import timestamp_ms
 
 if TYPE_CHECKING:
-    from runs.harness import DeferredToolCall, DeferredToolRequests
+    from runs.harness import DeferredToolCall, PendingDeferredCalls
 
 __all__ = ("interrupts", "terminal_event", "token_usage")
 
@@ -89,7 +89,7 @@ def terminal_event(
     )
 
 
-def interrupts(deferred: DeferredToolRequests, tool_call_id: Callable[[str], str] = str) -> list[Interrupt]:
+def interrupts(deferred: PendingDeferredCalls, tool_call_id: Callable[[str], str] = str) -> list[Interrupt]:
     """One `Interrupt` per deferred call, approvals first, identified by the target call the answer is for."""
     return [_interrupt(call, "approval", deferred, tool_call_id) for call in deferred.approvals] + [
         _interrupt(call, "external", deferred, tool_call_id) for call in deferred.calls
@@ -97,7 +97,7 @@ def interrupts(deferred: DeferredToolRequests, tool_call_id: Callable[[str], str
 
 
 def _interrupt(
-    call: DeferredToolCall, reason: str, deferred: DeferredToolRequests, tool_call_id: Callable[[str], str]
+    call: DeferredToolCall, reason: str, deferred: PendingDeferredCalls, tool_call_id: Callable[[str], str]
 ) -> Interrupt:
     target = call.target_call
     return Interrupt(

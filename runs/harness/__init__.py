@@ -6,9 +6,28 @@ Pure library: no Django, Channels or RQ (enforced by import-linter).
 from pydantic_ai import DeferredToolResults
 
 from ._agent import AgentDefinition, ExecutableAgent
+from ._approval_rules import (
+    APPROVAL_CAPABILITY_ID,
+    ApprovalPolicy,
+    ApprovalRule,
+    ApprovalRulesCapability,
+    ArgumentCondition,
+    parse_approval_rules,
+)
+from ._boundaries import BOUNDARY_TYPE, CheckpointBoundaries, boundary_of
 from ._capability_state import AgentContextState
+from ._codec import (
+    CODEC_VERSION,
+    CodecError,
+    EncodedItem,
+    decode_item,
+    decode_resume,
+    encode_item,
+    encode_resume,
+    item_kind,
+)
 from ._context import AgentContext, RunBindings
-from ._deferred import DeferredToolCall, DeferredToolRequests, DeferredToolResume
+from ._deferred import DeferredToolCall, DeferredToolResume, PendingDeferredCalls
 from ._delegation import inline_delegation_tool
 from ._environment import SHELL_TOOL_NAMES, DynamicEnvironmentCapability
 from ._errors import DefinitionError, HarnessError, RunCleanupError, RunError, StateError
@@ -24,7 +43,7 @@ from ._inputs import InputSource, InputTextEvent
 from ._interrupted import INTERRUPTED_TOOL_RESULT
 from ._local_shell import LocalShellEnvironment
 from ._recovery import ToolRecoveryMode, tool_call_approved
-from ._result import HarnessRunResult, RunStatus, RunUsageSummary, SafeFailure, SuspendReason
+from ._result import HarnessRunResult, RunOutcome, RunUsageSummary, SafeFailure, SuspendReason
 from ._run_shell import SHELL_MOUNT, RunShell, ShellInfo, ShellListing, ShellOutput, ShellPage, ShellRefusal
 from ._scripted import Script, scripted_model
 from ._shell import (
@@ -50,6 +69,9 @@ from ._stream import HarnessRunStream
 from ._tools import RECOVERY_RETRY_SAFE_METADATA_KEY, is_recovery_retryable, recovery_retryable
 
 __all__ = (
+    "APPROVAL_CAPABILITY_ID",
+    "BOUNDARY_TYPE",
+    "CODEC_VERSION",
     "INTERRUPTED_TOOL_RESULT",
     "RECOVERY_RETRY_SAFE_METADATA_KEY",
     "SHELL_MOUNT",
@@ -60,13 +82,19 @@ __all__ = (
     "AgentContextStateSnapshot",
     "AgentDefinition",
     "AgentStreamEventProtocol",
+    "ApprovalPolicy",
+    "ApprovalRule",
+    "ApprovalRulesCapability",
+    "ArgumentCondition",
     "CapabilityState",
+    "CheckpointBoundaries",
+    "CodecError",
     "DeferredToolCall",
-    "DeferredToolRequests",
     "DeferredToolResults",
     "DeferredToolResume",
     "DefinitionError",
     "DynamicEnvironmentCapability",
+    "EncodedItem",
     "EnvironmentState",
     "ExecutableAgent",
     "HarnessError",
@@ -82,11 +110,12 @@ __all__ = (
     "InputSource",
     "InputTextEvent",
     "LocalShellEnvironment",
+    "PendingDeferredCalls",
     "RunBindings",
     "RunCleanupError",
     "RunError",
+    "RunOutcome",
     "RunShell",
-    "RunStatus",
     "RunUsageSummary",
     "SafeFailure",
     "Script",
@@ -106,9 +135,16 @@ __all__ = (
     "StoredRef",
     "SuspendReason",
     "ToolRecoveryMode",
+    "boundary_of",
+    "decode_item",
+    "decode_resume",
+    "encode_item",
+    "encode_resume",
     "inline_delegation_tool",
     "is_recovery_retryable",
+    "item_kind",
     "new_thread_id",
+    "parse_approval_rules",
     "recovery_retryable",
     "scripted_model",
     "tool_call_approved",

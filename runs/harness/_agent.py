@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from pydantic_ai import Agent, DeferredToolRequests, Tool, UsageLimits, UserContent
+from pydantic_ai import Agent, Tool, UsageLimits, UserContent
+from pydantic_ai import DeferredToolRequests as NativeDeferredToolRequests
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
@@ -139,4 +140,4 @@ def _with_deferred(output_type: Any) -> list[Any]:
     # Deferred requests are always a possible output; whether a run may suspend on them is decided per run
     # by its bindings, so one built agent serves root runs and inline children alike.
     types = list(output_type) if isinstance(output_type, list | tuple) else [output_type]
-    return types if DeferredToolRequests in types else [*types, DeferredToolRequests]
+    return types if NativeDeferredToolRequests in types else [*types, NativeDeferredToolRequests]

@@ -1,6 +1,6 @@
 """Structured suspension on deferred tools, and the checked resume of a suspended run.
 
-A suspended run hands the Host a `DeferredToolRequests`: every pending approval and external call, each with
+A suspended run hands the Host a `PendingDeferredCalls`: every pending approval and external call, each with
 the call as it stands in history (`model_call`), the call actually dispatched (`target_call`, the same call
 unless a forwarding tool dispatched it) and the permission identity of the tool it targets. Answers are native
 pydantic-ai `DeferredToolResults`, keyed by target call id. `DeferredToolResume` pairs the two for the next
@@ -46,8 +46,8 @@ __all__ = (
     "MAX_DEFERRED_METADATA_BYTES",
     "MAX_DEFERRED_REQUESTS",
     "DeferredToolCall",
-    "DeferredToolRequests",
     "DeferredToolResume",
+    "PendingDeferredCalls",
     "check_resume_surface",
     "last_response_index",
     "preflight_deferred_resume",
@@ -88,7 +88,7 @@ class DeferredToolCall:
 
 
 @dataclass(kw_only=True)
-class DeferredToolRequests:
+class PendingDeferredCalls:
     """The exact pending requests of a suspended run; `metadata` is keyed by target call id.
 
     Three categories wait for three kinds of answer: `approvals` for a verdict, and among `calls` the
@@ -107,7 +107,7 @@ class DeferredToolRequests:
         native_requests: NativeDeferredToolRequests,
         *,
         definitions: Mapping[str, ToolDefinition] | None = None,
-    ) -> DeferredToolRequests:
+    ) -> PendingDeferredCalls:
         """Build the structured requests from pydantic-ai's output of a suspended run.
 
         `definitions` is the tool surface the run prepared last (by tool name); it gives each target its
@@ -177,13 +177,13 @@ class DeferredToolResume:
     the checkpoint's history and merged into tool recovery instead of being replayed verbatim.
     """
 
-    requests: DeferredToolRequests
+    requests: PendingDeferredCalls
     results: NativeDeferredToolResults
     recovery: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.requests, DeferredToolRequests):
-            raise TypeError("requests must be a runs.harness DeferredToolRequests")
+        if not isinstance(self.requests, PendingDeferredCalls):
+            raise TypeError("requests must be a runs.harness PendingDeferredCalls")
         if not isinstance(self.results, NativeDeferredToolResults):
             raise TypeError("results must be a pydantic-ai DeferredToolResults")
         if not isinstance(self.recovery, bool):
@@ -207,7 +207,7 @@ class DeferredToolResume:
         if not calls and not approvals:
             return None
         kept = {entry.target_call.tool_call_id for entry in (*calls, *approvals)}
-        requests = DeferredToolRequests(
+        requests = PendingDeferredCalls(
             calls=calls,
             approvals=approvals,
             metadata=_only(self.requests.metadata, kept),
@@ -284,7 +284,7 @@ def preflight_deferred_resume(
     return resume
 
 
-def validate_deferred_requests(requests: DeferredToolRequests) -> None:
+def validate_deferred_requests(requests: PendingDeferredCalls) -> None:
     """Check the shape of a request batch (ids, categories, size, identities, arguments, metadata)."""
     entries = requests.entries()
     if not entries:
@@ -330,7 +330,7 @@ def validate_deferred_requests(requests: DeferredToolRequests) -> None:
 
 
 def check_resume_surface(
-    requests: DeferredToolRequests,
+    requests: PendingDeferredCalls,
     results: NativeDeferredToolResults,
     definitions: Mapping[str, ToolDefinition],
 ) -> None:
@@ -421,7 +421,7 @@ def _call_args(call: ToolCallPart) -> dict[str, Any]:
     return args
 
 
-def _validate_results(requests: DeferredToolRequests, results: NativeDeferredToolResults) -> None:
+def _validate_results(requests: PendingDeferredCalls, results: NativeDeferredToolResults) -> None:
     call_ids = {entry.target_call.tool_call_id for entry in requests.calls}
     approval_ids = {entry.target_call.tool_call_id for entry in requests.approvals}
     if set(results.calls) != call_ids or set(results.approvals) != approval_ids:
@@ -495,7 +495,7 @@ def _validate_metadata(metadata: object, pending_ids: set[str], source: str) -> 
 
 
 def _validate_against_history(
-    requests: DeferredToolRequests, history: Sequence[ModelMessage], *, every_open_call: bool
+    requests: PendingDeferredCalls, history: Sequence[ModelMessage], *, every_open_call: bool
 ) -> None:
     """Each request is an open call of the last response, as recorded; with `every_open_call`, each open call
     of that response is requested too (pydantic-ai cannot continue a response with an unanswered call)."""

@@ -17,11 +17,11 @@ from ._state import CanonicalJson, HarnessState
 if TYPE_CHECKING:
     from ._deferred import DeferredToolRequests
 
-__all__ = ("HarnessRunResult", "RunStatus", "RunUsageSummary", "SafeFailure", "SuspendReason")
+__all__ = ("HarnessRunResult", "RunOutcome", "RunUsageSummary", "SafeFailure", "SuspendReason")
 
 OutputT = TypeVar("OutputT")
 
-RunStatus = Literal["completed", "suspended", "failed", "cancelled"]
+RunOutcome = Literal["completed", "suspended", "failed", "cancelled"]
 SuspendReason = Literal["deferred"]
 
 
@@ -106,7 +106,7 @@ class HarnessRunResult(Generic[OutputT]):
 
     _thread_id: str
     _run_id: str
-    _status: RunStatus
+    _status: RunOutcome
     _output: OutputT | None
     _state: HarnessState | None
     _failure: SafeFailure | None
@@ -119,7 +119,7 @@ class HarnessRunResult(Generic[OutputT]):
         *,
         thread_id: str,
         run_id: str,
-        status: RunStatus,
+        status: RunOutcome,
         output: OutputT | None = None,
         state: HarnessState | None = None,
         failure: SafeFailure | None = None,
@@ -164,7 +164,7 @@ class HarnessRunResult(Generic[OutputT]):
         return self._run_id
 
     @property
-    def status(self) -> RunStatus:
+    def status(self) -> RunOutcome:
         return self._status
 
     @property
@@ -266,7 +266,7 @@ class _ResultFields(TypedDict):
 
     thread_id: str
     run_id: str
-    status: RunStatus
+    status: RunOutcome
     output: Any
     state: HarnessState | None
     failure: SafeFailure | None

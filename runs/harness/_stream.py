@@ -38,8 +38,8 @@ from pydantic_ai.run import AgentRun
 from ._capability_state import AgentContextState
 from ._context import AgentContext, RunBindings
 from ._deferred import (
-    DeferredToolRequests,
     DeferredToolResume,
+    PendingDeferredCalls,
     preflight_deferred_resume,
     refuse_deferred_requests,
 )
@@ -341,7 +341,7 @@ class HarnessRunStream(Generic[OutputT]):
         state = await self._export(self._current_messages())
         usage = self.usage
         if suspended:
-            deferred = DeferredToolRequests.export(output, definitions=self._recovery.definitions)
+            deferred = PendingDeferredCalls.export(output, definitions=self._recovery.definitions)
             return HarnessRunResult(
                 thread_id=self.thread_id,
                 run_id=self.run_id,

@@ -27,7 +27,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 from pydantic_ai import ToolApproved, ToolDenied, ToolFailed
 
-from runs.harness import DeferredToolRequests, DeferredToolResume
+from runs.harness import DeferredToolResume, PendingDeferredCalls
 from runs.models import (
     Decision,
     DecisionSubmission,
@@ -334,7 +334,7 @@ def _check_size(label: str, what: str, value: Any) -> None:
         )
 
 
-def _suspended_requests(requests: Sequence[DeferredRequest]) -> DeferredToolRequests:
+def _suspended_requests(requests: Sequence[DeferredRequest]) -> PendingDeferredCalls:
     """The exact requests the suspended run returned, from its terminal journal item."""
     runs = {request.run_id for request in requests}
     entry = (

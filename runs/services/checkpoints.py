@@ -27,10 +27,9 @@ from django.db.models import Q
 from django.utils.crypto import salted_hmac
 from pydantic import ValidationError
 
-from runs.harness import DeferredToolResume, HarnessState
+from runs.harness import DeferredToolResume, HarnessState, decode_resume, encode_resume
 from runs.models import Checkpoint, CheckpointKind, Run, Thread
 
-from .codec import decode_resume, encode_resume
 from .leases import Lease, verify
 
 __all__ = (

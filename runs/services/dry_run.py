@@ -16,10 +16,9 @@ from typing import Any
 
 from pydantic_ai import Tool, ToolCallPart
 
+from runs.harness import ApprovalPolicy, ApprovalRule, decode_item
 from runs.models import DeferredKind, DeferredRequest, Execution, JournalEntry
 
-from .codec import decode_item
-from .policy import ApprovalPolicy, ApprovalRule
 from .redaction import redactor_for
 
 __all__ = ("CallOutcome", "DryRun", "dry_run")

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
-from runs.harness import DeferredToolResume, HarnessState, new_thread_id
+from runs.harness import DeferredToolResume, HarnessState, encode_resume, new_thread_id
 from runs.models import (
     ACTIVE_EXECUTION_STATUSES,
     AgentProfile,
@@ -26,7 +26,6 @@ from runs.models import (
 
 from . import checkpoints
 from .agents import profile_snapshot
-from .codec import encode_resume
 from .policy import publish_policy_version
 from .publishing import publish_execution_status
 from .queueing import enqueue_run

@@ -16,11 +16,10 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import transaction
 
-from runs.harness import HarnessState, HarnessStreamEvent
+from runs.harness import HarnessState, HarnessStreamEvent, decode_item, encode_item
 from runs.models import Checkpoint, CheckpointKind, JournalEntry, Run
 
 from . import checkpoints
-from .codec import decode_item, encode_item
 from .inserts import insert_rows
 from .leases import Lease, verify
 

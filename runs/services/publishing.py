@@ -29,7 +29,7 @@ from django.db import transaction
 
 from runs.models import Execution
 
-from .timeline import execution_status_message
+from .read_side import execution_status_message
 
 __all__ = (
     "APPROVALS_GROUP",

@@ -39,6 +39,7 @@ from runs.harness import (
     HarnessStreamEvent,
     InlineDelegationPayload,
     SafeFailure,
+    decode_resume,
 )
 from runs.models import (
     Checkpoint,
@@ -54,7 +55,6 @@ from runs.models import (
 
 from . import checkpoints, journal, queueing
 from .approvals import expire_request_set, overdue_sets
-from .codec import decode_resume
 from .executions import new_run
 from .projection import RunProjection, store_events
 from .publishing import publish_execution_status

@@ -17,7 +17,9 @@ from typing import Any
 
 from pydantic_ai import Tool
 
-from .policy import TOOL_OWN_REASON, ApprovalRule, ArgumentCondition
+from runs.harness import ApprovalRule, ArgumentCondition
+
+from .policy import TOOL_OWN_REASON
 
 __all__ = ("Requirement", "ToolApprovals", "effective_approvals", "rule_problems")
 

@@ -25,6 +25,7 @@ from pydantic_ai.messages import ModelResponse
 
 from observers.agui import HarnessAguiStreamObserver
 from runs.harness import (
+    CheckpointBoundaries,
     DeferredToolCall,
     DeferredToolResume,
     HarnessError,
@@ -33,6 +34,8 @@ from runs.harness import (
     HarnessState,
     RunBindings,
     SafeFailure,
+    boundary_of,
+    decode_resume,
 )
 from runs.models import (
     CheckpointKind,
@@ -49,8 +52,6 @@ from runs.models import (
 from . import checkpoints, leases
 from .agents import build_executable
 from .batching import BatchWriter
-from .boundaries import CheckpointBoundaries, boundary_of
-from .codec import decode_resume
 from .leases import Lease, LeaseLost
 from .policy import approval_reason, expiry_for
 from .projection import RunProjection
@@ -60,8 +61,6 @@ from .recovery import close_projection
 __all__ = ("SimulatedCrash", "execute_run")
 
 log = logging.getLogger(__name__)
-
-_db = sync_to_async
 
 
 class SimulatedCrash(BaseException):
@@ -153,7 +152,7 @@ async def _heartbeat(lease: Lease, cancel: _CancelSwitch) -> None:
     while True:
         await asyncio.sleep(interval)
         try:
-            cancel_requested = await _db(_heartbeat_once)(lease)
+            cancel_requested = await sync_to_async(_heartbeat_once)(lease)
         except LeaseLost:
             # Stop producing; whatever the stream still yields is refused by the lease checks.
             cancel()
@@ -175,13 +174,13 @@ async def _drive(run_pk: int, lease: Lease, crash_after_boundaries: int | None) 
 
 async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, cancel: _CancelSwitch) -> str:
     try:
-        run, start = await _db(_load)(run_pk)
+        run, start = await sync_to_async(_load)(run_pk)
     except checkpoints.CheckpointError as exc:
-        await _db(_record_failure)(lease, "checkpoint_invalid", str(exc))
+        await sync_to_async(_record_failure)(lease, "checkpoint_invalid", str(exc))
         return "failed: checkpoint invalid"
 
     async def record_dispatch(call: ToolCallPart, tool_def: ToolDefinition, retryable: bool) -> None:
-        await _db(_record_dispatch)(lease, call, retryable)
+        await sync_to_async(_record_dispatch)(lease, call, retryable)
 
     gate = CheckpointBoundaries(record_dispatch=record_dispatch)
     try:
@@ -195,10 +194,10 @@ async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, c
         )
     except (HarnessError, LookupError, ValueError) as exc:
         code = exc.code if isinstance(exc, HarnessError) else "run_invalid"
-        await _db(_record_failure)(lease, code, str(exc))
+        await sync_to_async(_record_failure)(lease, code, str(exc))
         return f"failed: {code}"
     gate.bind(stream.run_id)
-    await _db(_bind_run_id)(lease, stream.run_id)
+    await sync_to_async(_bind_run_id)(lease, stream.run_id)
     run.run_id = stream.run_id
     projection = RunProjection(run, HarnessAguiStreamObserver(retain_events=False))
     cancel.attach(stream.cancel)
@@ -217,7 +216,7 @@ async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, c
                 if boundary is not None:
                     last_index = await writer.flush()
                     state = await stream.export_state()
-                    await _db(checkpoints.record)(
+                    await sync_to_async(checkpoints.record)(
                         run,
                         state,
                         lease=lease,
@@ -251,8 +250,8 @@ async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, c
     # writer itself is what failed); then the run fails and its lane is ended as a failed run's would be.
     with contextlib.suppress(Exception):
         await writer.flush()
-    await _db(_record_failure)(lease, failure.code, failure.message)
-    await _db(close_projection)(run, failure)
+    await sync_to_async(_record_failure)(lease, failure.code, failure.message)
+    await sync_to_async(close_projection)(run, failure)
     return f"failed: {failure.code}"
 
 

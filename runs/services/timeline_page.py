@@ -15,7 +15,7 @@ from runs.models import ACTIVE_EXECUTION_STATUSES, Execution
 from . import provenance
 from .decision_items import DECISION_EVENT_NAME
 from .event_labels import EVENT_LABELS
-from .timeline import Lane
+from .read_side import Lane
 
 # The error codes the timeline socket closes with when the client's cursor does not fit this timeline
 # (observers/consumers.py); the page starts over from nothing, at most MAX_RESETS times.

@@ -28,11 +28,11 @@ from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 from runs.harness import (
     AgentDefinition,
     DeferredToolCall,
-    DeferredToolRequests,
     DeferredToolResume,
     DefinitionError,
     ExecutableAgent,
     HarnessState,
+    PendingDeferredCalls,
     RunBindings,
     RunError,
 )
@@ -254,10 +254,10 @@ async def suspended():
     return agent, first, spy
 
 
-def with_approval(first: Any, call: ToolCallPart) -> DeferredToolRequests:
+def with_approval(first: Any, call: ToolCallPart) -> PendingDeferredCalls:
     """The suspended run's requests with its approval replaced by a direct request for `call`."""
     approval = DeferredToolCall(call, call, first.deferred.approvals[0].target_identity)
-    return DeferredToolRequests(calls=first.deferred.calls, approvals=[approval])
+    return PendingDeferredCalls(calls=first.deferred.calls, approvals=[approval])
 
 
 def resume_codes() -> list[tuple[str, Any]]:
@@ -291,7 +291,7 @@ def resume_codes() -> list[tuple[str, Any]]:
         (
             "deferred_results_incomplete",
             lambda first: DeferredToolResume(
-                DeferredToolRequests(approvals=first.deferred.approvals), results(calls={})
+                PendingDeferredCalls(approvals=first.deferred.approvals), results(calls={})
             ),
         ),
     ]
@@ -435,7 +435,7 @@ async def test_host_built_history_with_native_bool_approval():
     state = host_built_state(call)
 
     def resume(identity: str) -> DeferredToolResume:
-        requests = DeferredToolRequests(approvals=[DeferredToolCall(call, call, identity)])
+        requests = PendingDeferredCalls(approvals=[DeferredToolCall(call, call, identity)])
         return DeferredToolResume(requests, NativeResults(approvals={"host-1": True}))
 
     with pytest.raises(DefinitionError) as caught:
@@ -452,7 +452,7 @@ async def test_a_host_built_request_needs_no_identity_of_the_tool():
     spy = Spy()
     agent, _ = approval_agent(spy)
     call = ToolCallPart("delete", {"x": 6}, tool_call_id="host-2")
-    requests = DeferredToolRequests(approvals=[DeferredToolCall(call, call)])
+    requests = PendingDeferredCalls(approvals=[DeferredToolCall(call, call)])
 
     result = await agent.run(
         previous_state=host_built_state(call),

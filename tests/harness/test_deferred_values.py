@@ -24,10 +24,10 @@ from pydantic_ai import (
 
 from runs.harness import (
     DeferredToolCall,
-    DeferredToolRequests,
     DeferredToolResume,
     DefinitionError,
     HarnessState,
+    PendingDeferredCalls,
     RunError,
 )
 from runs.harness._deferred import MAX_DEFERRED_REQUESTS, check_resume_surface, preflight_deferred_resume, tool_identity
@@ -47,11 +47,11 @@ def entry(name: str, tool_call_id: str, identity: str | None = None, **args: obj
     return DeferredToolCall(part, part, identity or f"tool/native/{name}")
 
 
-def requests(**kwargs) -> DeferredToolRequests:
+def requests(**kwargs) -> PendingDeferredCalls:
     """External call c1→a and approval c2→b, matching `checkpoint_history()`."""
     kwargs.setdefault("calls", [entry("a", "c1")])
     kwargs.setdefault("approvals", [entry("b", "c2")])
-    return DeferredToolRequests(**kwargs)
+    return PendingDeferredCalls(**kwargs)
 
 
 def answers(**kwargs) -> NativeResults:
@@ -81,7 +81,7 @@ def test_export_keeps_calls_approvals_metadata_and_identities():
     )
     definitions = {"a": ToolDefinition(name="a", toolset_id="acme.catalog")}
 
-    exported = DeferredToolRequests.export(native, definitions=definitions)
+    exported = PendingDeferredCalls.export(native, definitions=definitions)
 
     assert [item.model_call.tool_call_id for item in exported.calls] == ["e1"]
     assert [item.target_call for item in exported.approvals] == [native.approvals[0]]
@@ -183,7 +183,7 @@ def test_model_results_rekeys_forwarded_items_and_drops_their_override():
         call("run_code", "m1"), ToolCallPart("b", {"x": 2}, tool_call_id="t1"), "tool/native/b"
     )
     resume = DeferredToolResume(
-        DeferredToolRequests(approvals=[forwarded, entry("a", "c1")]),
+        PendingDeferredCalls(approvals=[forwarded, entry("a", "c1")]),
         NativeResults(
             approvals={"t1": ToolApproved(override_args={"x": 9}), "c1": ToolApproved(override_args={"x": 5})},
             metadata={"t1": {"who": "op"}},
@@ -213,9 +213,9 @@ def test_invalid_resume_objects_and_missing_state():
 @pytest.mark.parametrize(
     ("batch", "code"),
     [
-        (DeferredToolRequests(), "deferred_requests_empty"),
+        (PendingDeferredCalls(), "deferred_requests_empty"),
         (
-            DeferredToolRequests(approvals=[entry("b", f"c{i}") for i in range(MAX_DEFERRED_REQUESTS + 1)]),
+            PendingDeferredCalls(approvals=[entry("b", f"c{i}") for i in range(MAX_DEFERRED_REQUESTS + 1)]),
             "deferred_requests_too_large",
         ),
         (requests(approvals=[entry("b", "c2"), entry("b", "c2")]), "deferred_request_duplicate"),

@@ -32,9 +32,9 @@ from pydantic_ai.toolsets import ExternalToolset
 from runs.harness import (
     RECOVERY_RETRY_SAFE_METADATA_KEY,
     DeferredToolCall,
-    DeferredToolRequests,
     DeferredToolResume,
     DefinitionError,
+    PendingDeferredCalls,
     RunError,
     recovery_retryable,
     tool_call_approved,
@@ -201,7 +201,7 @@ async def test_replayed_tool_that_now_needs_approval_suspends():
     assert isinstance(result.output, NativeRequests)
     assert [call.tool_call_id for call in result.output.approvals] == ["c1"]
     assert is_unknown(returns_by_id(result.all_messages())["c2"][0])
-    exported = DeferredToolRequests.export(result.output, definitions=capability.definitions)
+    exported = PendingDeferredCalls.export(result.output, definitions=capability.definitions)
     assert exported.approvals[0].target_identity == "tool/%3Cagent%3E/a"
 
 
@@ -259,7 +259,7 @@ async def test_new_input_follows_the_recovered_results():
 def accepted_batch(results: NativeResults) -> DeferredToolResume:
     a_call, b_call = checkpoint_history()[1].tool_calls
     return DeferredToolResume(
-        DeferredToolRequests(
+        PendingDeferredCalls(
             calls=[DeferredToolCall(a_call, a_call, "tool/%3Cagent%3E/a")],
             approvals=[DeferredToolCall(b_call, b_call, "tool/%3Cagent%3E/b")],
         ),
@@ -303,7 +303,7 @@ async def test_retained_positive_approval_follows_the_recovery_policy():
 async def test_fresh_resume_checks_the_current_tool_surface():
     a_call = checkpoint_history()[1].tool_calls[0]
     fresh = DeferredToolResume(
-        DeferredToolRequests(approvals=[DeferredToolCall(a_call, a_call, "tool/%3Cagent%3E/a")]),
+        PendingDeferredCalls(approvals=[DeferredToolCall(a_call, a_call, "tool/%3Cagent%3E/a")]),
         NativeResults(approvals={"c1": True}),
     )
     external = ExternalToolset([ToolDefinition(name="a")])
@@ -365,7 +365,7 @@ async def test_policy_gates_accept_a_real_approval():
 
     a_call = checkpoint_history()[1].tool_calls[0]
     fresh = DeferredToolResume(
-        DeferredToolRequests(approvals=[DeferredToolCall(a_call, a_call, "tool/%3Cagent%3E/a")]),
+        PendingDeferredCalls(approvals=[DeferredToolCall(a_call, a_call, "tool/%3Cagent%3E/a")]),
         NativeResults(approvals={"c1": True}),
     )
     history = checkpoint_history(ModelRequest(parts=[ToolReturnPart("b", "ok", tool_call_id="c2")]))

@@ -15,7 +15,7 @@ from pydantic_ai import (
     ToolReturnPart,
 )
 
-from runs.harness import INTERRUPTED_TOOL_RESULT, DeferredToolCall, DeferredToolRequests, DeferredToolResume, RunError
+from runs.harness import INTERRUPTED_TOOL_RESULT, DeferredToolCall, DeferredToolResume, PendingDeferredCalls, RunError
 from runs.harness._recovery import prepare_tool_recovery
 
 from .recovery_support import checkpoint_history, is_unknown, unknown
@@ -26,7 +26,7 @@ MODES = ("declared", "never", "always")
 def accepted(results: NativeResults, *, recovery: bool = True) -> DeferredToolResume:
     history = checkpoint_history()
     a_call, b_call = history[1].tool_calls
-    requests = DeferredToolRequests(
+    requests = PendingDeferredCalls(
         calls=[DeferredToolCall(a_call, a_call, "tool/native/a")],
         approvals=[DeferredToolCall(b_call, b_call, "tool/native/b")],
     )

@@ -25,10 +25,10 @@ from pydantic_ai import (
 from runs.harness import (
     AgentDefinition,
     DeferredToolCall,
-    DeferredToolRequests,
     DeferredToolResume,
     ExecutableAgent,
     HarnessState,
+    PendingDeferredCalls,
     RunBindings,
     recovery_retryable,
 )
@@ -204,7 +204,7 @@ async def test_interrupted_response_tail_keeps_the_original_call_id():
 
 def accepted_batch(results: NativeResults) -> DeferredToolResume:
     a_call, b_call = checkpoint_history()[1].tool_calls
-    requests = DeferredToolRequests(
+    requests = PendingDeferredCalls(
         calls=[DeferredToolCall(a_call, a_call, "tool/%3Cagent%3E/a")],
         approvals=[DeferredToolCall(b_call, b_call, "tool/%3Cagent%3E/b")],
     )

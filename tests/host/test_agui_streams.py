@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from agui_api.streams import sse_events
 from runs.models import DeferredRequest, Execution, TimelineOrigin, Verdict
-from runs.services import cancellation, executions, recovery, runner, timeline
+from runs.services import cancellation, executions, read_side, recovery, runner
 from runs.services.approvals import Answer, expire_overdue_requests, pending_requests, submit_decisions
 from tests import factories
 from tests.agui_http import parse
@@ -127,7 +127,7 @@ def frames(execution: Execution) -> list[dict[str, Any]]:
     """The stored frames, with each event decoded from its stored text."""
     return [
         {**frame, "event": json.loads(frame["event_json"])}
-        for frame in timeline.frames_after(execution.pk, 0, limit=100_000)
+        for frame in read_side.frames_after(execution.pk, 0, limit=100_000)
     ]
 
 

@@ -10,6 +10,7 @@ from django.contrib.auth.models import Permission
 from django.core.exceptions import PermissionDenied
 from pydantic_ai import ToolApproved, ToolCallPart, ToolDenied, ToolFailed
 
+from runs.harness import decode_resume
 from runs.models import (
     CheckpointKind,
     Decision,
@@ -30,7 +31,6 @@ from runs.services.approvals import (
     expire_overdue_requests,
     submit_decisions,
 )
-from runs.services.codec import decode_resume
 from tests.approval_scenarios import TOOLS
 from tests.factories import Suspended, suspended_execution
 

@@ -11,7 +11,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from pydantic_ai import DeferredToolResults, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-from runs.harness import DeferredToolRequests, DeferredToolResume, HarnessState
+from runs.harness import DeferredToolResume, HarnessState, PendingDeferredCalls
 from runs.models import Checkpoint, CheckpointKind, ExecutionStatus, Run, RunReason, Thread
 from runs.services import checkpoints, forks, recovery, runner
 from tests import factories
@@ -125,7 +125,7 @@ def test_a_relinked_chain_and_a_foreign_key_are_refused(settings):
 
 def test_the_pending_input_is_covered_by_the_digest_and_survives_a_reload():
     thread = factories.thread()
-    pending = DeferredToolResume(DeferredToolRequests(), DeferredToolResults(), recovery=True)
+    pending = DeferredToolResume(PendingDeferredCalls(), DeferredToolResults(), recovery=True)
     state = growing_states(thread, 1)[0]
     row = checkpoints.create(thread, state, kind=CheckpointKind.BOUNDARY, pending=pending)
     reloaded = Checkpoint.objects.get(pk=row.pk)

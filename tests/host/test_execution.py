@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic_ai import ToolReturnPart
 
-from runs.harness import DeferredToolResume
+from runs.harness import DeferredToolResume, item_kind
 from runs.harness._interrupted import is_unknown_result
 from runs.models import (
     Checkpoint,
@@ -29,7 +29,6 @@ from runs.models import (
     Verdict,
 )
 from runs.services import cancellation, checkpoints, executions, forks, journal, leases, recovery, runner
-from runs.services.codec import item_kind
 from tests import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_recovery_backoff")]

@@ -12,18 +12,21 @@ from pydantic_ai import ModelRequest, ModelResponse, ToolCallPart, UserPromptPar
 from pydantic_ai.messages import FunctionToolCallEvent, PartStartEvent, TextPart
 
 from runs.harness import (
+    CODEC_VERSION,
+    CodecError,
     DeferredToolCall,
-    DeferredToolRequests,
     HarnessEvent,
     HarnessRunResult,
     HarnessRunResultEvent,
     HarnessState,
     InlineDelegationPayload,
+    PendingDeferredCalls,
     SafeFailure,
+    decode_item,
+    encode_item,
 )
 from runs.models import JournalEntry, Run, TimelineEvent
 from runs.services import journal, leases
-from runs.services.codec import CODEC_VERSION, CodecError, decode_item, encode_item
 from runs.services.projection import RunProjection
 from tests import factories
 
@@ -44,7 +47,7 @@ def _journal_rows(run: Run) -> list[tuple[int, str, int]]:
 def test_codec_round_trips_native_extension_and_result_items():
     thread_id = HarnessState.new().thread_id
     call = ToolCallPart("notify", {"text": "hi"}, tool_call_id="call-1")
-    deferred = DeferredToolRequests(approvals=[DeferredToolCall(call, call, "tool/native/notify")])
+    deferred = PendingDeferredCalls(approvals=[DeferredToolCall(call, call, "tool/native/notify")])
     state = HarnessState.new(thread_id=thread_id)
     items = [
         *factories.text_items(thread_id),
@@ -316,7 +319,7 @@ def test_a_row_the_database_refuses_is_a_django_integrity_error_and_changes_noth
 
 def test_live_frames_are_the_frames_a_replay_reads(django_capture_on_commit_callbacks, monkeypatch):
     from runs.services import publishing
-    from runs.services.timeline import frames_after
+    from runs.services.read_side import frames_after
 
     sent = []
     monkeypatch.setattr(publishing, "_send", lambda group, message: sent.append(message))

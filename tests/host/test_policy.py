@@ -19,15 +19,13 @@ from pydantic_ai import (
 )
 from pydantic_ai.models.function import FunctionModel
 
+from runs.harness import ApprovalRule, ArgumentCondition, parse_approval_rules
 from runs.harness._recovery import prepare_tool_recovery
 from runs.models import HostPolicy, HostPolicyVersion
 from runs.services.policy import (
-    ApprovalRule,
-    ArgumentCondition,
     approval_capability,
     approval_reason,
     expiry_for,
-    parse_approval_rules,
     parse_redact_patterns,
     publish_policy_version,
 )

@@ -14,7 +14,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from observers.pieces import PIECE_CHARS, pieces
-from runs.services import timeline
+from runs.services import read_side
 from runs.services.publishing import publish_frames
 from tests import factories
 from tests.web.timeline_page import dom_positions, wait_until_drawn
@@ -58,7 +58,7 @@ async def receive_message(socket) -> dict:
 
 def stored_frames(execution_pk: int) -> list[dict]:
     """The execution's whole stored timeline as the event messages a viewer receives, decoded."""
-    return [json.loads(timeline.frame_text(frame)) for frame in timeline.frames_after(execution_pk, 0, limit=10**7)]
+    return [json.loads(read_side.frame_text(frame)) for frame in read_side.frames_after(execution_pk, 0, limit=10**7)]
 
 
 def frames_of(message: dict) -> list[dict]:
@@ -96,7 +96,7 @@ def test_an_execution_with_a_3_mib_event_replays_and_streams_live(live_stack, op
     def append_and_publish_a_big_event() -> None:
         with transaction.atomic():
             (row,) = factories.append_events(run, [TextMessageContentEvent(message_id="m1", delta="z" * THREE_MIB)])
-            publish_frames(run.execution_id, [timeline.frame_of(row)])
+            publish_frames(run.execution_id, [read_side.frame_of(row)])
 
     replayed, live = asyncio.run(asyncio.wait_for(watch(), timeout=60))
     assert replayed == stored

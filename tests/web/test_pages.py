@@ -11,7 +11,7 @@ from django.views.defaults import server_error
 
 from runs.models import Checkpoint, Thread
 from runs.services import executions, queueing
-from runs.services.timeline import format_duration
+from runs.services.read_side import format_duration
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -25,7 +25,7 @@ from playwright.sync_api import expect
 from pydantic_ai import DeferredToolRequests as NativeDeferredToolRequests
 from pydantic_ai import ToolCallPart
 
-from runs.harness import DeferredToolRequests, HarnessRunResult
+from runs.harness import HarnessRunResult, PendingDeferredCalls
 from runs.models import DeferredRequest, Execution
 from runs.services import runner, toolbox
 from runs.services.checkpoints import load
@@ -284,7 +284,7 @@ def test_the_approval_form_lists_calls_in_the_order_the_model_made_them(operator
 
 
 def _suspended_result(waiting, state, approvals):
-    deferred = DeferredToolRequests.export(NativeDeferredToolRequests(approvals=list(approvals)))
+    deferred = PendingDeferredCalls.export(NativeDeferredToolRequests(approvals=list(approvals)))
     return HarnessRunResult(
         thread_id=waiting.execution.thread.thread_id,
         run_id=waiting.run.run_id,

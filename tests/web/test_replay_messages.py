@@ -7,7 +7,7 @@ import json
 import pytest
 
 from observers.pieces import PIECE_CHARS
-from runs.services import timeline
+from runs.services import read_side
 from tests import factories
 from tests.web.test_timeline_socket import as_user
 
@@ -29,7 +29,7 @@ async def test_a_long_replay_arrives_whole_in_messages_that_each_fit_a_piece(dja
         run = factories.make_run(factories.make_execution(status="running"))
         chunks = [f"chunk {number} é " + "x" * 200 for number in range(4000)]
         factories.append_events(run, factories.text_run_events(run, chunks, finish=False))
-        return run.execution_id, timeline.frames_after(run.execution_id, 0, limit=10_000)
+        return run.execution_id, read_side.frames_after(run.execution_id, 0, limit=10_000)
 
     execution_pk, stored = await sync_to_async(seeded)()
     communicator = WebsocketCommunicator(as_user(user), f"/ws/executions/{execution_pk}/")

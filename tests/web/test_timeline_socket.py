@@ -13,7 +13,7 @@ from django.db import transaction
 
 from observers.routing import websocket_urlpatterns
 from runs.models import Execution
-from runs.services import timeline
+from runs.services import read_side
 from runs.services.publishing import execution_group
 from tests import factories
 
@@ -37,7 +37,7 @@ def as_user(user):
 def commit_and_publish(run, chunks):
     """What the worker does: commit timeline rows, then publish them to the execution's group."""
     rows = factories.append_events(run, [TextMessageContentEvent(message_id="m1", delta=c) for c in chunks])
-    frames = [timeline.frame_of(row) for row in rows]
+    frames = [read_side.frame_of(row) for row in rows]
     async_to_sync(get_channel_layer().group_send)(
         execution_group(run.execution_id), {"type": "timeline.append", "frames": frames}
     )
@@ -74,12 +74,12 @@ async def connect(user, execution_pk):
 
 async def test_events_committed_during_replay_are_delivered_exactly_once(seeded_run, monkeypatch):
     user, run = seeded_run
-    stored = await sync_to_async(timeline.last_position)(run.execution_id)
+    stored = await sync_to_async(read_side.last_position)(run.execution_id)
     assert stored == 1100  # RUN_STARTED, TEXT_MESSAGE_START, 1097 deltas, TEXT_MESSAGE_END
-    real_page = timeline.frames_after
+    real_page = read_side.frames_after
     calls = []
     # Pages of 500, so the 1100 stored events take three.
-    monkeypatch.setattr(timeline, "REPLAY_PAGE_SIZE", 500)
+    monkeypatch.setattr(read_side, "REPLAY_PAGE_SIZE", 500)
 
     def interleaving_page(execution_pk, after, limit=500):
         calls.append(after)
@@ -93,7 +93,7 @@ async def test_events_committed_during_replay_are_delivered_exactly_once(seeded_
             commit_and_publish(run, ["after-last-page-a", "after-last-page-b"])
         return page
 
-    monkeypatch.setattr(timeline, "frames_after", interleaving_page)
+    monkeypatch.setattr(read_side, "frames_after", interleaving_page)
     communicator = await connect(user, run.execution_id)
     await communicator.send_json_to({"type": "subscribe", "after": None, "execution": run.execution_id})
     received = await receive_until(communicator, lambda m: m["type"] == "ready")
@@ -248,10 +248,10 @@ async def test_thread_list_socket_sends_current_statuses_then_live_ones(seeded_r
 async def test_a_failing_replay_closes_the_socket_so_the_client_reconnects(seeded_run, monkeypatch):
     user, run = seeded_run
 
-    def broken_page(execution_pk, after, limit=timeline.REPLAY_PAGE_SIZE):
+    def broken_page(execution_pk, after, limit=read_side.REPLAY_PAGE_SIZE):
         raise RuntimeError("database went away")
 
-    monkeypatch.setattr(timeline, "frames_after", broken_page)
+    monkeypatch.setattr(read_side, "frames_after", broken_page)
     communicator = await connect(user, run.execution_id)
     await communicator.send_json_to({"type": "subscribe", "after": None})
     assert (await communicator.receive_json_from())["type"] == "status"
@@ -284,8 +284,8 @@ async def test_a_socket_that_lost_its_group_joins_again_and_catches_up(seeded_ru
 
 async def test_a_status_published_during_the_replay_comes_after_ready(seeded_run, monkeypatch):
     user, run = seeded_run
-    real_page = timeline.frames_after
-    monkeypatch.setattr(timeline, "REPLAY_PAGE_SIZE", 500)
+    real_page = read_side.frames_after
+    monkeypatch.setattr(read_side, "REPLAY_PAGE_SIZE", 500)
     calls = []
 
     def page_then_finish(execution_pk, after, limit=500):
@@ -300,7 +300,7 @@ async def test_a_status_published_during_the_replay_comes_after_ready(seeded_run
             )
         return page
 
-    monkeypatch.setattr(timeline, "frames_after", page_then_finish)
+    monkeypatch.setattr(read_side, "frames_after", page_then_finish)
     communicator = await connect(user, run.execution_id)
     await communicator.send_json_to({"type": "subscribe", "after": None})
     received = await receive_until(communicator, lambda m: m.get("status") == "completed")
@@ -317,7 +317,7 @@ async def test_a_refresh_never_reports_an_end_before_the_events_committed_with_i
     communicator = await connect(user, run.execution_id)
     await communicator.send_json_to({"type": "subscribe", "after": 1100})
     await receive_until(communicator, lambda m: m["type"] == "ready")
-    real_snapshot = timeline.execution_status_snapshot
+    real_snapshot = read_side.execution_status_snapshot
 
     def end_then_snapshot(execution_pk):
         if not Execution.objects.filter(pk=execution_pk, status="completed").exists():
@@ -328,7 +328,7 @@ async def test_a_refresh_never_reports_an_end_before_the_events_committed_with_i
                 Execution.objects.filter(pk=execution_pk).update(status="completed")
         return real_snapshot(execution_pk)
 
-    monkeypatch.setattr(timeline, "execution_status_snapshot", end_then_snapshot)
+    monkeypatch.setattr(read_side, "execution_status_snapshot", end_then_snapshot)
     tail = await communicator.receive_json_from(timeout=5)
     assert (tail["type"], tail["position"]) == ("event", 1101)
     status = await communicator.receive_json_from(timeout=5)

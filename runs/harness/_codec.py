@@ -24,20 +24,10 @@ import pydantic_core
 from pydantic import BaseModel, Field, JsonValue, TypeAdapter, ValidationError
 from pydantic_ai import AgentStreamEvent
 
-from runs.harness import (
-    DeferredToolRequests,
-    DeferredToolResume,
-    HarnessEvent,
-    HarnessExtensionEvent,
-    HarnessRunResult,
-    HarnessRunResultEvent,
-    HarnessState,
-    HarnessStreamEvent,
-    RunStatus,
-    RunUsageSummary,
-    SafeFailure,
-    SuspendReason,
-)
+from ._deferred import DeferredToolResume, PendingDeferredCalls
+from ._events import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, HarnessStreamEvent
+from ._result import HarnessRunResult, RunOutcome, RunUsageSummary, SafeFailure, SuspendReason
+from ._state import HarnessState
 
 __all__ = (
     "CODEC_VERSION",
@@ -70,13 +60,13 @@ class _ResultBody(BaseModel):
     """A `HarnessRunResult`; the output is kept as the JSON the result itself renders (`output_json()`)."""
 
     source: Literal["result"] = "result"
-    status: RunStatus
+    status: RunOutcome
     output: JsonValue = None
     state: HarnessState | None = None
     state_checkpointed: bool = False
     failure: SafeFailure | None = None
     suspend_reason: SuspendReason | None = None
-    deferred: DeferredToolRequests | None = None
+    deferred: PendingDeferredCalls | None = None
     usage: RunUsageSummary = Field(default_factory=RunUsageSummary)
 
 

@@ -19,7 +19,8 @@ from typing import Any, Literal
 from pydantic_ai import RunContext, ToolCallPart, ToolDefinition
 from pydantic_ai.capabilities import AbstractCapability
 
-from runs.harness import HarnessEvent, HarnessExtensionEvent, HarnessStreamEvent, is_recovery_retryable
+from ._events import HarnessEvent, HarnessExtensionEvent, HarnessStreamEvent
+from ._tools import is_recovery_retryable
 
 __all__ = ("BOUNDARY_TYPE", "CheckpointBoundaries", "boundary_of")
 
