@@ -52,15 +52,15 @@ class ArgumentCondition(BaseModel):
         try:
             match self.op:
                 case "eq":
-                    return actual == self.value
+                    return bool(actual == self.value)
                 case "ne":
-                    return actual != self.value
+                    return bool(actual != self.value)
                 case "gt":
-                    return actual > self.value
+                    return bool(actual > self.value)
                 case "lt":
-                    return actual < self.value
+                    return bool(actual < self.value)
                 case "contains":
-                    return self.value in actual
+                    return bool(self.value in actual)
         except TypeError:
             return True
         raise AssertionError(self.op)  # Literal above keeps this unreachable

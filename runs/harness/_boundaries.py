@@ -37,8 +37,11 @@ def boundary_of(item: HarnessStreamEvent[Any], root_run_id: str) -> Boundary | N
     event = item.event
     if isinstance(event, HarnessExtensionEvent) and event.kind == "state" and event.payload_type == BOUNDARY_TYPE:
         assert isinstance(event.payload, dict)
-        boundary = event.payload.get("boundary")
-        return boundary if boundary in ("model_request", "tool_execution") else None
+        match event.payload.get("boundary"):
+            case "model_request":
+                return "model_request"
+            case "tool_execution":
+                return "tool_execution"
     return None
 
 

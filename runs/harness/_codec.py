@@ -240,7 +240,8 @@ def decode_item(
 
 def encode_resume(resume: DeferredToolResume) -> JsonValue:
     """A `DeferredToolResume` as JSON for a Run's `deferred_resume` or a checkpoint's pending input."""
-    return _RESUME.dump_python(resume, mode="json")
+    encoded: JsonValue = _RESUME.dump_python(resume, mode="json")
+    return encoded
 
 
 def decode_resume(value: JsonValue, *, recovery: bool | None = None) -> DeferredToolResume:

@@ -15,7 +15,7 @@ from ._errors import RetryHint, RunError
 from ._state import CanonicalJson, HarnessState
 
 if TYPE_CHECKING:
-    from ._deferred import DeferredToolRequests
+    from ._deferred import PendingDeferredCalls
 
 __all__ = ("HarnessRunResult", "RunOutcome", "RunUsageSummary", "SafeFailure", "SuspendReason")
 
@@ -111,7 +111,7 @@ class HarnessRunResult(Generic[OutputT]):
     _state: HarnessState | None
     _failure: SafeFailure | None
     _suspend_reason: SuspendReason | None
-    _deferred: DeferredToolRequests | None
+    _deferred: PendingDeferredCalls | None
     _usage: RunUsageSummary
 
     def __init__(
@@ -124,7 +124,7 @@ class HarnessRunResult(Generic[OutputT]):
         state: HarnessState | None = None,
         failure: SafeFailure | None = None,
         suspend_reason: SuspendReason | None = None,
-        deferred: DeferredToolRequests | None = None,
+        deferred: PendingDeferredCalls | None = None,
         usage: RunUsageSummary | None = None,
     ) -> None:
         for name, value in (("thread_id", thread_id), ("run_id", run_id)):
@@ -185,7 +185,7 @@ class HarnessRunResult(Generic[OutputT]):
         return self._suspend_reason
 
     @property
-    def deferred(self) -> DeferredToolRequests | None:
+    def deferred(self) -> PendingDeferredCalls | None:
         return copy.deepcopy(self._deferred)
 
     @property
@@ -271,7 +271,7 @@ class _ResultFields(TypedDict):
     state: HarnessState | None
     failure: SafeFailure | None
     suspend_reason: SuspendReason | None
-    deferred: DeferredToolRequests | None
+    deferred: PendingDeferredCalls | None
     usage: RunUsageSummary
 
 
