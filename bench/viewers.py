@@ -37,9 +37,10 @@ SERVED = Target("median", ">=", 1.0, "every viewer served with exactly the store
 
 
 def _stored_digest(execution_pk: int) -> str:
+    from runs.protocol import event_frame_text
     from runs.services import read_side
 
-    frames = [json.loads(read_side.frame_text(frame)) for frame in read_side.frames_after(execution_pk, 0, limit=10**7)]
+    frames = [json.loads(event_frame_text(frame)) for frame in read_side.frames_after(execution_pk, 0, limit=10**7)]
     return hashlib.sha256(json.dumps(frames, sort_keys=True).encode()).hexdigest()
 
 

@@ -5,10 +5,12 @@ and `receive_message()`, and do their own clean-up in `disconnect()`. The base r
 
 - not logged in: close 4401 right after accepting (so the browser sees the code);
 - a binary frame, an oversized or malformed frame, or one that does not fit `client_message`: an error frame
-  `{"type": "error", "code", "message"}` and close 4400;
+  and close 4400;
 - a session that ended: logging out sends `session.ended` to the session's group (see `end_session_sockets`),
   and every socket re-checks its session every `HARNESS_SOCKET_SESSION_CHECK_SECONDS`, which also catches sessions that
   expired or were invalidated by a password change; either way an error frame `session_ended` and close 4401.
+
+Codes, frames and client messages are defined in `runs.protocol`.
 """
 
 from __future__ import annotations
@@ -26,15 +28,18 @@ from django.http import HttpRequest
 from django.utils.module_loading import import_string
 from pydantic import BaseModel, ValidationError
 
-from observers.pieces import pieces
-from observers.socket_messages import MAX_MESSAGE_CHARS
+from runs.protocol import (
+    CLOSE_BAD_REQUEST,
+    CLOSE_INTERNAL_ERROR,
+    CLOSE_NOT_FOUND,
+    CLOSE_UNAUTHENTICATED,
+    MAX_MESSAGE_CHARS,
+    ErrorCode,
+    ErrorFrame,
+    SessionEnded,
+    pieces,
+)
 from runs.services.publishing import publish_session_ended, session_group
-
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_BAD_REQUEST = 4400
-CLOSE_NOT_FOUND = 4404
-# daphne (autobahn) sends only 1000 and 3000–4999; 1011 would never reach the client.
-CLOSE_INTERNAL_ERROR = 4500
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +63,7 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
     client_message: ClassVar[type[BaseModel]]
     """What the browser may send; anything else closes the socket with 4400."""
 
-    field_error_codes: ClassVar[dict[str, str]] = {}
+    field_error_codes: ClassVar[dict[str, ErrorCode]] = {}
     """Error code for a message refused because of this field (default `bad_request`)."""
 
     expected_shape: ClassVar[str] = ""
@@ -106,21 +111,23 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
             await self.close()
 
     async def send_encoded(self, text: str) -> None:
-        """One message's JSON text (ASCII); over daphne's limit it goes out in pieces (see observers/pieces.py)."""
+        """One message's JSON text (ASCII); over daphne's limit it goes out in pieces (`runs.protocol.pieces`)."""
         self.sent_messages += 1
         for piece in pieces(text, self.sent_messages):
             await self.send(text_data=piece)
 
-    async def fail(self, code: str, message: str, *, close_code: int = CLOSE_BAD_REQUEST) -> None:
-        await self.send_json({"type": "error", "code": code, "message": message})
+    async def fail(self, code: ErrorCode, message: str, *, close_code: int = CLOSE_BAD_REQUEST) -> None:
+        await self.send_json(ErrorFrame(type="error", code=code, message=message))
         await self.close(code=close_code)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         if text_data is None:
-            await self.fail("bad_request", f"Binary frames are not accepted; send JSON text: {self.expected_shape}.")
+            await self.fail(
+                ErrorCode.BAD_REQUEST, f"Binary frames are not accepted; send JSON text: {self.expected_shape}."
+            )
             return
         if len(text_data) > MAX_MESSAGE_CHARS:
-            await self.fail("too_large", f"A message may have at most {MAX_MESSAGE_CHARS} characters.")
+            await self.fail(ErrorCode.TOO_LARGE, f"A message may have at most {MAX_MESSAGE_CHARS} characters.")
             return
         try:
             message = self.client_message.model_validate_json(text_data)
@@ -129,14 +136,14 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
             field = str(error["loc"][0]) if error["loc"] else ""
             where = ".".join(str(part) for part in error["loc"]) or "message"
             await self.fail(
-                self.field_error_codes.get(field, "bad_request"),
+                self.field_error_codes.get(field, ErrorCode.BAD_REQUEST),
                 f"{where}: {error['msg']}. Expected {self.expected_shape}.",
             )
             return
         await self.receive_message(message)
 
-    async def session_ended(self, message: dict[str, Any]) -> None:
-        await self.fail("session_ended", "The session ended; log in again.", close_code=CLOSE_UNAUTHENTICATED)
+    async def session_ended(self, message: SessionEnded) -> None:
+        await self.fail(ErrorCode.SESSION_ENDED, "The session ended; log in again.", close_code=CLOSE_UNAUTHENTICATED)
 
     async def _watch_session(self, user_pk: Any) -> None:
         while True:
@@ -156,7 +163,7 @@ class NoSuchSocketConsumer(AuthenticatedJsonConsumer):
     """Every websocket path that matches no route, e.g. `/ws/executions/-1/`: 4404 instead of an HTTP 500."""
 
     async def opened(self) -> None:
-        await self.fail("not_found", "There is no socket at this address.", close_code=CLOSE_NOT_FOUND)
+        await self.fail(ErrorCode.NOT_FOUND, "There is no socket at this address.", close_code=CLOSE_NOT_FOUND)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         """Frames that raced the close are ignored."""

@@ -1,25 +1,13 @@
-"""Websockets of the timeline: replay stored AG-UI events from the database, then go live, with no gap or duplicate.
+"""The Host's websockets: the timeline of one execution, thread statuses, and the open approval requests.
 
-Protocol of `/ws/executions/<pk>/`: the client sends `{"type": "subscribe", "after": <position or null>,
-"execution": <pk, optional>}`. The server joins the execution's group *before* reading the database and keeps
-live frames in a buffer while it replays stored events after the cursor in pages, sends
-`{"type": "ready", "position": <last sent>}`, then flushes the buffer and forwards live frames, dropping any
-frame at or below the last position sent. A live frame that skips positions (a group message was lost, e.g.
-to channel-layer capacity) is preceded by the missing frames read from the database.
+`/ws/executions/<pk>/` replays stored AG-UI events from the database, then goes live, with no gap and no
+duplicate: it joins the execution's group *before* reading the database, keeps live frames in a buffer while
+it replays, sends `ready`, then flushes the buffer and forwards live frames, dropping any at or below the last
+position sent; a live frame that skips positions is preceded by the missing frames read from the database.
+`/ws/threads/` forwards thread statuses; `/ws/approvals/` the open requests whenever they change.
 
-Event frames are `{"type": "event", "position", "run_id", "run", "run_number", "subagent_run_id", "origin",
-"event": <AG-UI JSON>}` (origin `host`: an item beside the runs' AG-UI streams, such as a decision);
-consecutive ones may travel together, in order, as `{"type": "events", "events": [<event frame>, ...]}` (a
-replayed page, a published batch). Status frames are `{"type": "status", "execution", "status", "runs"}`.
-Bad cursors get `{"type": "error", "code", "message"}` and the socket is closed. A message over the transport's
-limit is sent in pieces the page joins (`observers.pieces`). If the replay fails, the socket closes with 4500
-and the page reconnects from its cursor.
-
-`/ws/threads/` forwards `thread.status` messages; a client may first send `{"type": "subscribe",
-"threads": [pk, ...]}` to receive the current status of those threads before the live ones.
-
-`/ws/approvals/`: after `{"type": "subscribe"}` the server sends `{"type": "approvals", "count", "requests":
-[<request pk>, ...]}`, the open requests, and again whenever they change.
+Every message, code and limit is defined in `runs.protocol` and described once in docs/architecture.md
+("Websocket protocol").
 """
 
 from __future__ import annotations
@@ -27,14 +15,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from observers.authenticated import CLOSE_INTERNAL_ERROR, CLOSE_NOT_FOUND, AuthenticatedJsonConsumer
-from observers.pieces import PIECE_CHARS
-from observers.socket_messages import ApprovalsSubscribe, ThreadsSubscribe, TimelineSubscribe
+from observers.authenticated import AuthenticatedJsonConsumer
+from runs.protocol import (
+    CLOSE_INTERNAL_ERROR,
+    CLOSE_NOT_FOUND,
+    PIECE_CHARS,
+    ApprovalsChanged,
+    ApprovalsFrame,
+    ApprovalsSubscribe,
+    ErrorCode,
+    ExecutionStatusMessage,
+    ReadyFrame,
+    StatusFrame,
+    ThreadsSubscribe,
+    ThreadStatus,
+    TimelineAppend,
+    TimelineFrame,
+    TimelineSubscribe,
+    event_frame_text,
+)
 from runs.services import read_side
 from runs.services.approvals import open_request_ids
 from runs.services.publishing import APPROVALS_GROUP, THREADS_GROUP, execution_group
@@ -59,9 +62,13 @@ def _fitting(texts: list[str], limit: int) -> list[list[str]]:
     return groups
 
 
+def _status_frame(message: ExecutionStatusMessage) -> StatusFrame:
+    return StatusFrame(type="status", execution=message["execution"], status=message["status"], runs=message["runs"])
+
+
 class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
     client_message = TimelineSubscribe
-    field_error_codes = {"after": "bad_cursor"}
+    field_error_codes = {"after": ErrorCode.BAD_CURSOR}
     expected_shape = '{"type": "subscribe", "after": <position or null>, "execution": <pk, optional>}'
 
     async def opened(self) -> None:
@@ -69,10 +76,10 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         self.group = execution_group(self.execution_pk)
         self.subscribed = False
         self.live = False
-        self.pending: list[dict[str, Any]] = []
+        self.pending: list[TimelineFrame] = []
         self.last_sent = 0
-        self.last_status: dict[str, Any] | None = None
-        self.deferred_status: dict[str, Any] | None = None
+        self.last_status: StatusFrame | None = None
+        self.deferred_status: ExecutionStatusMessage | None = None
         # Catch-ups from the database and deliveries of live frames both advance `last_sent`; one at a time.
         self.sending = asyncio.Lock()
         self.replay: asyncio.Task | None = None
@@ -80,7 +87,9 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
             self.execution_pk
         )
         if not exists:
-            await self.fail("not_found", f"Execution {self.execution_pk} does not exist.", close_code=CLOSE_NOT_FOUND)
+            await self.fail(
+                ErrorCode.NOT_FOUND, f"Execution {self.execution_pk} does not exist.", close_code=CLOSE_NOT_FOUND
+            )
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "replay", None) is not None:
@@ -92,11 +101,11 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
 
     async def receive_message(self, message: TimelineSubscribe) -> None:
         if self.subscribed:
-            await self.fail("already_subscribed", "This connection is already subscribed.")
+            await self.fail(ErrorCode.ALREADY_SUBSCRIBED, "This connection is already subscribed.")
             return
         if message.execution is not None and message.execution != self.execution_pk:
             await self.fail(
-                "cursor_execution_mismatch",
+                ErrorCode.CURSOR_EXECUTION_MISMATCH,
                 f"The cursor belongs to execution {message.execution}, not {self.execution_pk}.",
             )
             return
@@ -107,7 +116,7 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         self.subscribed = True
         end = await database_sync_to_async(read_side.last_position)(self.execution_pk)
         if after > end:
-            await self.fail("cursor_beyond_end", f"Position {after} is beyond the end of the timeline ({end}).")
+            await self.fail(ErrorCode.CURSOR_BEYOND_END, f"Position {after} is beyond the end of the timeline ({end}).")
             return
         self.last_sent = after
         await self._send_status(await database_sync_to_async(read_side.execution_status_snapshot)(self.execution_pk))
@@ -134,12 +143,12 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         # it, so the catch-up has them all; read after, a status could announce an end whose events it missed.
         snapshot = await database_sync_to_async(read_side.execution_status_snapshot)(self.execution_pk)
         await self._send_stored_after_cursor()
-        if {**snapshot, "type": "status"} != self.last_status:
+        if _status_frame(snapshot) != self.last_status:
             await self._send_status(snapshot)
 
     async def _replay(self) -> None:
         await self._send_stored_after_cursor()
-        await self.send_json({"type": "ready", "position": self.last_sent})
+        await self.send_json(ReadyFrame(type="ready", position=self.last_sent))
         while self.pending:
             frames, self.pending = self.pending, []
             await self._deliver(frames)
@@ -156,17 +165,17 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
                 if len(page) < read_side.REPLAY_PAGE_SIZE:
                     break
 
-    async def _send_status(self, message: dict[str, Any]) -> None:
-        self.last_status = {**message, "type": "status"}
+    async def _send_status(self, message: ExecutionStatusMessage) -> None:
+        self.last_status = _status_frame(message)
         await self.send_json(self.last_status)
 
-    async def timeline_append(self, message: dict[str, Any]) -> None:
+    async def timeline_append(self, message: TimelineAppend) -> None:
         if not self.live:
             self.pending.extend(message["frames"])
             return
         await self._deliver(message["frames"])
 
-    async def execution_status(self, message: dict[str, Any]) -> None:
+    async def execution_status(self, message: ExecutionStatusMessage) -> None:
         if not self.live:
             # A status change follows the commits before it, so it is sent once the replay and the buffered
             # frames are out: a viewer that sees "completed" after `ready` has every event before it.
@@ -177,9 +186,9 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         await self._send_stored_after_cursor()
         await self._send_status(message)
 
-    async def _deliver(self, frames: list[dict[str, Any]]) -> None:
+    async def _deliver(self, frames: list[TimelineFrame]) -> None:
         async with self.sending:
-            outgoing: list[dict[str, Any]] = []
+            outgoing: list[TimelineFrame] = []
             last = self.last_sent
             for frame in sorted(frames, key=lambda f: f["position"]):
                 position = frame["position"]
@@ -193,13 +202,13 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
                 last = position
             await self._send_frames(outgoing)
 
-    async def _send_frames(self, frames: list[dict[str, Any]]) -> None:
+    async def _send_frames(self, frames: list[TimelineFrame]) -> None:
         """One frame as an `event` message; several as `events` messages (per-message cost dominates replay)."""
         if not frames:
             return
-        # The events' stored JSON text is spliced in as it is (see `read_side.frame_text`), never decoded; one
-        # message holds as many frames as fit in a piece, so a long replay is not cut into pieces and rejoined.
-        texts = [read_side.frame_text(frame) for frame in frames]
+        # The events' stored JSON text is spliced in as it is (`event_frame_text`), never decoded; one message
+        # holds as many frames as fit in a piece, so a long replay is not cut into pieces and rejoined.
+        texts = [event_frame_text(frame) for frame in frames]
         if len(texts) == 1:
             await self.send_encoded(texts[0])
         else:
@@ -223,9 +232,9 @@ class ThreadListConsumer(AuthenticatedJsonConsumer):
     async def receive_message(self, message: ThreadsSubscribe) -> None:
         for status in await database_sync_to_async(read_side.thread_status_messages)(list(message.threads)):
             await self.send_json(status)
-        await self.send_json({"type": "ready"})
+        await self.send_json(ReadyFrame(type="ready"))
 
-    async def thread_status(self, message: dict[str, Any]) -> None:
+    async def thread_status(self, message: ThreadStatus) -> None:
         await self.send_json(message)
 
 
@@ -258,7 +267,7 @@ class ApprovalsConsumer(AuthenticatedJsonConsumer):
 
     async def receive_message(self, message: ApprovalsSubscribe) -> None:
         if self.refresher is not None:
-            await self.fail("already_subscribed", "This connection is already subscribed.")
+            await self.fail(ErrorCode.ALREADY_SUBSCRIBED, "This connection is already subscribed.")
             return
         self.refresher = asyncio.create_task(self._send_then_refresh())
 
@@ -272,7 +281,7 @@ class ApprovalsConsumer(AuthenticatedJsonConsumer):
             log.exception("approvals socket failed")
             await self.close(code=CLOSE_INTERNAL_ERROR)
 
-    async def approvals_changed(self, message: dict[str, Any]) -> None:
+    async def approvals_changed(self, message: ApprovalsChanged) -> None:
         if self.refresher is not None:
             await self._send_if_changed()
 
@@ -281,4 +290,4 @@ class ApprovalsConsumer(AuthenticatedJsonConsumer):
         if requests == self.shown:
             return
         self.shown = requests
-        await self.send_json({"type": "approvals", "count": len(requests), "requests": requests})
+        await self.send_json(ApprovalsFrame(type="approvals", count=len(requests), requests=requests))

@@ -236,7 +236,7 @@ def event_detail(request: HttpRequest, execution_pk: int, position: int) -> Http
         event = read_side.timeline_event(execution_pk, position)
     except TimelineEvent.DoesNotExist:
         raise Http404("No event at this position.") from None
-    frame = read_side.frame_of(event)
+    frame = read_side.socket_frame_of(event)
     if request.GET.get("format") == "json":
         return JsonResponse(frame)
     return render(

@@ -6,13 +6,13 @@ as the journal rows, so the timeline never shows an item the journal lacks or th
 are the Host's durable event ids, independent of harness sequences, and shared by all runs of an
 execution so their lanes interleave in one ordered timeline. Publication happens after commit.
 
-Each event's JSON text is produced once (`encode_event`): the same text is stored in the row, carried by the
-published frame (`event_json`) and read back as text by a replay, so no step decodes and encodes it again.
+Each event's JSON text is produced once (`runs.protocol.encode_event`): the same text is stored in the row,
+carried by the published frame (`event_json`) and read back as text by a replay, so no step decodes and encodes
+it again.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -23,6 +23,7 @@ from django.db import transaction
 from observers.agui import HarnessAguiStreamObserver
 from runs.harness import HarnessStreamEvent
 from runs.models import Run, TimelineEvent, TimelineOrigin
+from runs.protocol import TimelineFrame, encode_event, timeline_frame
 
 from . import journal
 from .inserts import EncodedJson, insert_rows
@@ -30,7 +31,7 @@ from .leases import Lease
 from .publishing import publish_frames
 from .redaction import TimelineRedactor, dump_event
 
-__all__ = ("RunProjection", "dump_event", "encode_event", "store_events")
+__all__ = ("RunProjection", "dump_event", "store_events")
 
 _FIELDS = (
     "execution",
@@ -43,11 +44,6 @@ _FIELDS = (
     "event",
     "occurred_at",
 )
-
-
-def encode_event(dumped: dict[str, Any]) -> str:
-    """An event's stored and published JSON text: compact and ASCII only (a websocket piece is cut by characters)."""
-    return json.dumps(dumped, separators=(",", ":"))
 
 
 class RunProjection:
@@ -132,7 +128,7 @@ def store_events(
         last = TimelineEvent.objects.filter(execution_id=run.execution_id).order_by("-position")
         after = last.values_list("position", flat=True).first() or 0
     rows = []
-    frames = []
+    frames: list[TimelineFrame] = []
     run_id = run.run_id or ""
     for position, (entry_pk, occurred_at, dumped) in enumerate(redactor.events(produced), start=after + 1):
         text = encode_event(dumped)
@@ -152,15 +148,15 @@ def store_events(
             )
         )
         frames.append(
-            {
-                "position": position,
-                "run_id": run_id,
-                "run": run.pk,
-                "run_number": run.number,
-                "subagent_run_id": subagent_run_id,
-                "origin": str(origin),
-                "event_json": text,
-            }
+            timeline_frame(
+                position=position,
+                run=run.pk,
+                run_id=run_id,
+                run_number=run.number,
+                subagent_run_id=subagent_run_id,
+                origin=origin.value,
+                event_json=text,
+            )
         )
     insert_rows(TimelineEvent, _FIELDS, rows)
     publish_frames(run.execution_id, frames)

@@ -22,12 +22,19 @@ import os
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from channels.layers import BaseChannelLayer, get_channel_layer
 from django.db import transaction
 
 from runs.models import Execution
+from runs.protocol import (
+    ApprovalsChanged,
+    GroupMessage,
+    SessionEnded,
+    ThreadStatus,
+    TimelineAppend,
+    TimelineFrame,
+)
 
 from .read_side import execution_status_message
 
@@ -50,7 +57,7 @@ APPROVALS_GROUP = "approvals"
 # How long plain sync code waits for one send before logging it as failed and going on.
 SEND_TIMEOUT_SECONDS = 10.0
 
-Message = tuple[str, dict[str, Any]]
+Message = tuple[str, GroupMessage]
 
 
 def execution_group(execution_pk: int) -> str:
@@ -62,7 +69,7 @@ def session_group(session_key: str) -> str:
     return f"session-{hashlib.sha256(session_key.encode()).hexdigest()[:32]}"
 
 
-async def _group_send(layer: BaseChannelLayer, group: str, message: dict[str, Any]) -> None:
+async def _group_send(layer: BaseChannelLayer, group: str, message: GroupMessage) -> None:
     try:
         await layer.group_send(group, message)
     except Exception:
@@ -95,7 +102,7 @@ class _WorkerSender:
         self._queue: asyncio.Queue[Message] = asyncio.Queue()
         self._task = asyncio.create_task(self._run(), name="harness-publisher")
 
-    def put(self, group: str, message: dict[str, Any]) -> None:
+    def put(self, group: str, message: GroupMessage) -> None:
         """From any thread (the on-commit hooks run in the worker's database thread)."""
         self._loop.call_soon_threadsafe(self._queue.put_nowait, (group, message))
 
@@ -150,7 +157,7 @@ class _LoopThread:
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, name="harness-publisher", daemon=True).start()
 
-    def send(self, layer: BaseChannelLayer, group: str, message: dict[str, Any]) -> None:
+    def send(self, layer: BaseChannelLayer, group: str, message: GroupMessage) -> None:
         future = asyncio.run_coroutine_threadsafe(_group_send(layer, group, message), self.loop)
         try:
             future.result(timeout=SEND_TIMEOUT_SECONDS)
@@ -172,7 +179,7 @@ def _sync_loop() -> _LoopThread:
         return _loop_thread
 
 
-def _send(group: str, message: dict[str, Any]) -> None:
+def _send(group: str, message: GroupMessage) -> None:
     sender = _worker_sender.get()
     if sender is not None:
         sender.put(group, message)
@@ -182,15 +189,16 @@ def _send(group: str, message: dict[str, Any]) -> None:
         _sync_loop().send(layer, group, message)
 
 
-def publish_frames(execution_pk: int, frames: list[dict[str, Any]]) -> None:
+def publish_frames(execution_pk: int, frames: list[TimelineFrame]) -> None:
     """After the surrounding transaction commits, send the timeline frames to the execution's group.
 
-    A frame is what the read side replays for a stored event (schema.md: position, run_id, run,
-    subagent_run_id, event), so live and replayed frames are identical.
+    A frame is what the read side replays for a stored event (`runs.protocol.TimelineFrame`), so live and
+    replayed frames are identical.
     """
     if not frames:
         return
-    transaction.on_commit(lambda: _send(execution_group(execution_pk), {"type": "timeline.append", "frames": frames}))
+    message = TimelineAppend(type="timeline.append", frames=frames)
+    transaction.on_commit(lambda: _send(execution_group(execution_pk), message))
 
 
 def _status_messages(execution_pk: int) -> list[Message]:
@@ -201,12 +209,9 @@ def _status_messages(execution_pk: int) -> list[Message]:
         (execution_group(execution.pk), execution_status_message(execution)),
         (
             THREADS_GROUP,
-            {
-                "type": "thread.status",
-                "thread": execution.thread_id,
-                "execution": execution.pk,
-                "status": execution.status,
-            },
+            ThreadStatus(
+                type="thread.status", thread=execution.thread_id, execution=execution.pk, status=execution.status
+            ),
         ),
     ]
 
@@ -223,7 +228,7 @@ def publish_execution_status(execution_pk: int) -> None:
 
 def publish_session_ended(session_key: str) -> None:
     """Close the sockets of a session that is logging out (now: logging out commits nothing to wait for)."""
-    _send(session_group(session_key), {"type": "session.ended"})
+    _send(session_group(session_key), SessionEnded(type="session.ended"))
 
 
 def publish_approvals_changed() -> None:
@@ -232,4 +237,4 @@ def publish_approvals_changed() -> None:
     The message carries nothing: each socket reads the committed open set itself, so messages that arrive
     late or out of order from different processes can never leave a page showing an older state.
     """
-    transaction.on_commit(lambda: _send(APPROVALS_GROUP, {"type": "approvals.changed"}))
+    transaction.on_commit(lambda: _send(APPROVALS_GROUP, ApprovalsChanged(type="approvals.changed")))

@@ -1,13 +1,13 @@
 """Read side of the dashboard: timeline frames, run lanes, status snapshots and thread listings.
 
-The websocket consumer and the pages read through here, and views stay free of query logic. A replayed frame
-is exactly the frame that was published live: both carry the event's stored JSON text as `event_json`, which
-the replay reads as text and `frame_text` splices into the socket message without decoding it.
+The websocket consumer, the SSE endpoint and the pages read through here, and views stay free of query logic. A
+replayed frame is exactly the frame that was published live (`runs.protocol.timeline_frame`): both carry the
+event's stored JSON text as `event_json`, which the replay reads as text and `event_frame_text` splices into the
+socket message without decoding it.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -28,6 +28,17 @@ from runs.models import (
     Thread,
     TimelineEvent,
 )
+from runs.protocol import (
+    EventFrame,
+    ExecutionStatusMessage,
+    RunSummary,
+    ThreadStatus,
+    TimelineFrame,
+    Tokens,
+    encode_event,
+    event_frame_text,
+    timeline_frame,
+)
 
 REPLAY_PAGE_SIZE = 2000
 IDLE = "idle"
@@ -36,69 +47,49 @@ THREAD_STATUSES = (IDLE, *ExecutionStatus.values)
 _FRAME_FIELDS = ("position", "run_id", "run__run_id", "run__number", "subagent_run_id", "origin", "event_json")
 
 
-def frame_of(event: TimelineEvent) -> dict[str, Any]:
-    """One stored event as a decoded frame (position, run_id, run, run_number, subagent_run_id, event), for pages."""
-    return {
-        "position": event.position,
-        "run_id": event.run.run_id or "",
-        "run": event.run.pk,
-        "run_number": event.run.number,
-        "subagent_run_id": event.subagent_run_id,
-        "origin": event.origin,
-        "event": event.event,
-    }
-
-
-def _frame_from_row(row: dict[str, Any]) -> dict[str, Any]:
-    # `run_id` of a values() row is the Run FK; the harness run id comes through the join.
-    return {
-        "position": row["position"],
-        "run_id": row["run__run_id"] or "",
-        "run": row["run_id"],
-        "run_number": row["run__number"],
-        "subagent_run_id": row["subagent_run_id"],
-        "origin": row["origin"],
-        "event_json": row["event_json"],
-    }
-
-
-def frame_text(frame: dict[str, Any]) -> str:
-    """A frame as the socket's `event` message text, its event's JSON text spliced in as it is.
-
-    A frame from `frame_of` (decoded) is encoded here. Stored text is ASCII unless the database rewrote it
-    (PostgreSQL's jsonb renders non-ASCII characters as they are); that is escaped, since the socket's pieces
-    are cut by characters.
-    """
-    event = frame.get("event_json")
-    if event is None:
-        event = json.dumps(frame["event"])
-    elif not event.isascii():
-        event = json.dumps(json.loads(event))
-    return (
-        f'{{"type":"event","position":{int(frame["position"])},"run_id":{_quoted(frame["run_id"])},'
-        f'"run":{int(frame["run"])},"run_number":{int(frame["run_number"])},"subagent_run_id":{_quoted(frame["subagent_run_id"])},'
-        f'"origin":{_quoted(frame["origin"])},"event":{event}}}'
+def frame_of(event: TimelineEvent) -> TimelineFrame:
+    """One stored event as its frame, for pages and tests (a replay reads rows without decoding them instead)."""
+    return timeline_frame(
+        position=event.position,
+        run=event.run.pk,
+        run_id=event.run.run_id or "",
+        run_number=event.run.number,
+        subagent_run_id=event.subagent_run_id,
+        origin=event.origin,
+        event_json=encode_event(event.event),
     )
 
 
-@functools.lru_cache(maxsize=1024)
-def _quoted(text: str) -> str:
-    # A replay repeats the same few run ids in every frame: each is encoded once, not once per frame.
-    return json.dumps(text)
+def socket_frame_of(event: TimelineEvent) -> EventFrame:
+    """One stored event as the socket sends it, decoded: what an event's "raw" page shows."""
+    return json.loads(event_frame_text(frame_of(event)))
 
 
-def _frame_rows(rows: QuerySet[TimelineEvent], limit: int | None = None) -> list[dict[str, Any]]:
+def _frame_from_row(row: dict[str, Any]) -> TimelineFrame:
+    # `run_id` of a values() row is the Run FK; the harness run id comes through the join.
+    return timeline_frame(
+        position=row["position"],
+        run=row["run_id"],
+        run_id=row["run__run_id"] or "",
+        run_number=row["run__number"],
+        subagent_run_id=row["subagent_run_id"],
+        origin=row["origin"],
+        event_json=row["event_json"],
+    )
+
+
+def _frame_rows(rows: QuerySet[TimelineEvent], limit: int | None = None) -> list[TimelineFrame]:
     # The event is read as the stored text, never decoded.
     values = rows.order_by("position").annotate(event_json=Cast("event", TextField())).values(*_FRAME_FIELDS)
     return [_frame_from_row(row) for row in (values if limit is None else values[:limit])]
 
 
-def frames_after(execution_pk: int, after: int, limit: int = REPLAY_PAGE_SIZE) -> list[dict[str, Any]]:
+def frames_after(execution_pk: int, after: int, limit: int = REPLAY_PAGE_SIZE) -> list[TimelineFrame]:
     """One page of frames with position > after, in position order (served by the (execution, position) index)."""
     return _frame_rows(TimelineEvent.objects.filter(execution_id=execution_pk, position__gt=after), limit)
 
 
-def frames_between(execution_pk: int, after: int, before: int) -> list[dict[str, Any]]:
+def frames_between(execution_pk: int, after: int, before: int) -> list[TimelineFrame]:
     """Frames strictly between two positions: what a live subscriber missed when a published message was lost."""
     return _frame_rows(TimelineEvent.objects.filter(execution_id=execution_pk, position__gt=after, position__lt=before))
 
@@ -116,52 +107,52 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment else None
 
 
-def run_summary(run: Run) -> dict[str, Any]:
-    return {
-        "pk": run.pk,
-        "run_id": run.run_id or "",
-        "number": run.number,
-        "reason": run.reason,
-        "status": run.status,
-        "started_at": _iso(run.started_at),
-        "finished_at": _iso(run.finished_at),
-        "attempt": run.attempt,
-        "tool_recovery": run.tool_recovery,
-        "tokens": _tokens(run.usage),
-    }
+def run_summary(run: Run) -> RunSummary:
+    return RunSummary(
+        pk=run.pk,
+        run_id=run.run_id or "",
+        number=run.number,
+        reason=run.reason,
+        status=run.status,
+        started_at=_iso(run.started_at),
+        finished_at=_iso(run.finished_at),
+        attempt=run.attempt,
+        tool_recovery=run.tool_recovery,
+        tokens=_tokens(run.usage),
+    )
 
 
-def _tokens(usage: dict[str, Any] | None) -> dict[str, int] | None:
+def _tokens(usage: dict[str, Any] | None) -> Tokens | None:
     """A finished run's token counts (its stored RunUsageSummary), for its lane head and the execution's totals."""
     if not usage:
         return None
-    return {"input": int(usage.get("input_tokens") or 0), "output": int(usage.get("output_tokens") or 0)}
+    return Tokens(input=int(usage.get("input_tokens") or 0), output=int(usage.get("output_tokens") or 0))
 
 
-def execution_status_message(execution: Execution) -> dict[str, Any]:
-    """The `execution.status` group message (schema.md), also sent to each new subscriber as its first frame."""
-    return {
-        "type": "execution.status",
-        "execution": execution.pk,
-        "status": execution.status,
-        "runs": [run_summary(run) for run in execution.runs.order_by("number")],
-    }
+def execution_status_message(execution: Execution) -> ExecutionStatusMessage:
+    """The `execution.status` group message, also sent to each new subscriber as its first frame."""
+    return ExecutionStatusMessage(
+        type="execution.status",
+        execution=execution.pk,
+        status=execution.status,
+        runs=[run_summary(run) for run in execution.runs.order_by("number")],
+    )
 
 
-def execution_status_snapshot(execution_pk: int) -> dict[str, Any]:
+def execution_status_snapshot(execution_pk: int) -> ExecutionStatusMessage:
     return execution_status_message(Execution.objects.get(pk=execution_pk))
 
 
-def thread_status_messages(thread_pks: Iterable[int]) -> list[dict[str, Any]]:
+def thread_status_messages(thread_pks: Iterable[int]) -> list[ThreadStatus]:
     """The current `thread.status` of each listed thread: what a list page's socket sends before going live."""
     threads = Thread.objects.filter(pk__in=list(thread_pks)).annotate(**_latest_execution_annotations())
     return [
-        {
-            "type": "thread.status",
-            "thread": thread.pk,
-            "execution": thread.latest_execution_pk,
-            "status": thread.latest_status or IDLE,
-        }
+        ThreadStatus(
+            type="thread.status",
+            thread=thread.pk,
+            execution=thread.latest_execution_pk,
+            status=thread.latest_status or IDLE,
+        )
         for thread in threads
     ]
 
@@ -226,8 +217,8 @@ class Lane:
     duration: timedelta | None
     event_count: int
 
-    def summary(self) -> dict[str, Any]:
-        return run_summary(self.run) | {"event_count": self.event_count}
+    def summary(self) -> RunSummary:
+        return RunSummary(**run_summary(self.run), event_count=self.event_count)
 
     @property
     def duration_text(self) -> str:

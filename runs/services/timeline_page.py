@@ -11,15 +11,14 @@ from django.urls import reverse
 
 from observers.agui import FRAGMENT_EVENT_NAME, HARNESS_PREFIX
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution
+from runs.protocol import CURSOR_ERRORS
 
 from . import provenance
 from .decision_items import DECISION_EVENT_NAME
 from .event_labels import EVENT_LABELS
 from .read_side import Lane
 
-# The error codes the timeline socket closes with when the client's cursor does not fit this timeline
-# (observers/consumers.py); the page starts over from nothing, at most MAX_RESETS times.
-CURSOR_ERRORS = ("cursor_beyond_end", "cursor_execution_mismatch", "bad_cursor")
+# After a cursor error (runs.protocol.CURSOR_ERRORS) the page starts over from nothing, at most this many times.
 MAX_RESETS = 3
 # How long one drawing batch may take before the page yields to the browser (ms).
 BATCH_BUDGET_MS = 12
@@ -54,7 +53,7 @@ def page_config(execution: Execution, lanes: list[Lane]) -> dict[str, Any]:
         "timeZone": settings.TIME_ZONE,
         "constants": {
             "batchBudgetMs": BATCH_BUDGET_MS,
-            "cursorErrors": CURSOR_ERRORS,
+            "cursorErrors": [str(code) for code in CURSOR_ERRORS],
             "maxResets": MAX_RESETS,
             "gapMinMs": GAP_MIN_MS,
             "axis": AXIS,

@@ -1,12 +1,14 @@
 // A websocket that reconnects with exponential backoff (plus jitter) until told to stop.
-// Close codes the server uses to mean "do not retry": 4401 (not logged in), 4404 (no such execution).
-// Any other close (4500: the server's replay failed; a restart; a network drop) reconnects.
+// Close codes the server uses to mean "do not retry" (not logged in, no such execution) come from the server's
+// protocol (runs/protocol.py) in the page's socket-protocol json_script. Any other close (the server's replay
+// failed; a restart; a network drop) reconnects.
 // A handshake the server never answers (its consumer died before accepting, e.g. while Redis was down) is given
 // up after OPEN_TIMEOUT_MS and retried like a close, so a page never waits forever on one attempt.
 // A message over the transport's 1 MiB limit arrives as {"type": "piece", id, index, count, data} messages
-// (observers/pieces.py); they are joined in order and handled as the one message they carry.
+// (runs/protocol.py); they are joined in order and handled as the one message they carry.
 
-const FINAL_CLOSE_CODES = new Set([4401, 4404]);
+const PROTOCOL = JSON.parse(document.getElementById("socket-protocol").textContent);
+const FINAL_CLOSE_CODES = new Set(PROTOCOL.finalCloseCodes);
 const BASE_DELAY_MS = 400;
 const MAX_DELAY_MS = 8000;
 const OPEN_TIMEOUT_MS = 10000;
@@ -79,7 +81,7 @@ export class ReconnectingSocket {
       this.socket = null;
       if (this.stopped) return;
       if (FINAL_CLOSE_CODES.has(event.code)) {
-        this.onState(event.code === 4401 ? "logged-out" : "gone");
+        this.onState(event.code === PROTOCOL.unauthenticated ? "logged-out" : "gone");
         return;
       }
       this.scheduleReconnect();

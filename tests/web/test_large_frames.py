@@ -13,7 +13,7 @@ from django.test import Client
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from observers.pieces import PIECE_CHARS, pieces
+from runs.protocol import PIECE_CHARS, event_frame_text, pieces
 from runs.services import read_side
 from runs.services.publishing import publish_frames
 from tests import factories
@@ -58,7 +58,7 @@ async def receive_message(socket) -> dict:
 
 def stored_frames(execution_pk: int) -> list[dict]:
     """The execution's whole stored timeline as the event messages a viewer receives, decoded."""
-    return [json.loads(read_side.frame_text(frame)) for frame in read_side.frames_after(execution_pk, 0, limit=10**7)]
+    return [json.loads(event_frame_text(frame)) for frame in read_side.frames_after(execution_pk, 0, limit=10**7)]
 
 
 def frames_of(message: dict) -> list[dict]:

@@ -118,7 +118,9 @@ def test_raw_event_view_and_its_json(client_in):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "<script>alert" not in body
     assert f'href="/executions/{execution.pk}/#pos-1"' in body
     data = json.loads(client_in.get(f"/executions/{execution.pk}/events/1/", {"format": "json"}).content)
+    # The frame as the socket sends it.
     assert data == {
+        "type": "event",
         "position": 1,
         "run_id": run.run_id,
         "run": run.pk,
