@@ -317,16 +317,17 @@ def test_a_row_the_database_refuses_is_a_django_integrity_error_and_changes_noth
     assert (_journal_rows(run), TimelineEvent.objects.count()) == stored
 
 
-def test_live_frames_are_the_frames_a_replay_reads(django_capture_on_commit_callbacks, monkeypatch):
-    from runs.services import publishing
-    from runs.services.read_side import frames_after
+def test_live_frames_are_the_frames_a_replay_reads(django_capture_on_commit_callbacks, settings):
+    from channels.layers import get_channel_layer
 
-    sent = []
-    monkeypatch.setattr(publishing, "_send", lambda group, message: sent.append(message))
+    from runs.services.read_side import frames_after
+    from tests import recording_layer
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": recording_layer.BACKEND}}
     run, lease = factories.leased_run()
     with django_capture_on_commit_callbacks(execute=True):
         RunProjection(run).record(factories.text_items(_thread_id(run)), lease=lease)
-    (message,) = sent
+    ((_, message),) = get_channel_layer().sent
     replayed = frames_after(run.execution_id, 0)
     if connection.vendor == "sqlite":
         # The very text the projection encoded; PostgreSQL's jsonb renders the same value in its own text.

@@ -6,22 +6,23 @@ import json
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
 from runs.models import TimelineEvent
 from runs.services import leases, publishing
 from runs.services.projection import RunProjection
-from tests import factories
+from tests import factories, recording_layer
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def sent(monkeypatch) -> list[tuple[str, dict]]:
-    messages: list[tuple[str, dict]] = []
-    monkeypatch.setattr(publishing, "_send", lambda group, message: messages.append((group, message)))
-    return messages
+def sent(settings) -> list[tuple[str, dict]]:
+    """Every (group, message) this process publishes, in order."""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": recording_layer.BACKEND}}
+    return get_channel_layer().sent
 
 
 def test_frames_are_published_after_commit_in_position_order(sent, django_capture_on_commit_callbacks):
