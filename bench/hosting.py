@@ -38,6 +38,14 @@ def _model(deltas: int) -> FunctionModel:
     return FunctionModel(stream_function=stream)
 
 
+_host_deltas = DELTAS
+
+
+def host_model() -> FunctionModel:
+    """The Host subject's "demo" model, named by HARNESS_DEMO_MODEL while the benchmark runs."""
+    return _model(_host_deltas)
+
+
 def _bare(deltas: int) -> float:
     agent = Agent(_model(deltas))
 
@@ -73,14 +81,19 @@ class _Host:
     """Queued Runs of a profile whose "demo" model is the delta stream, executed by the worker's `execute_run`."""
 
     def __init__(self, deltas: int) -> None:
-        from runs.services import agents, executions, providers
+        from django.conf import settings
 
-        # The Host builds the demo model by name; here that name streams the benchmark's deltas instead, and
-        # nothing is enqueued on RQ (the benchmark calls the job itself).
-        providers.demo_model = lambda: _model(deltas)
+        from runs import demo_profile
+        from runs.services import executions
+
+        global _host_deltas
+        # The Host builds the "demo" model from HARNESS_DEMO_MODEL; here that model streams the benchmark's deltas
+        # instead, and nothing is enqueued on RQ (the benchmark calls the job itself).
+        _host_deltas = deltas
+        settings.HARNESS_DEMO_MODEL = f"{__name__}.host_model"
         self.deltas = deltas
         executions.enqueue_run = lambda run: None
-        self.profile = agents.ensure_demo_profile()
+        self.profile = demo_profile.ensure_demo_profile()
         self.profile.enabled_tools = []
         self.profile.save(update_fields=["enabled_tools"])
         self.last_run: Any = None

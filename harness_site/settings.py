@@ -233,6 +233,13 @@ HARNESS_HEALTH_QUEUE_LIMIT = env.integer("HARNESS_HEALTH_QUEUE_LIMIT", 1000)
 # How long after a run died the sweeper starts its recovery run; doubled with every further attempt, at most 60 s.
 HARNESS_RECOVERY_BACKOFF_SECONDS = env.number("HARNESS_RECOVERY_BACKOFF_SECONDS", 1.0)
 
+# Plug-ins, as dotted paths resolved with import_string (README "Your own tools"): the tool sets whose tools
+# agent profiles may enable, comma-separated, each a pydantic-ai FunctionToolset or a function returning one;
+# and the model a profile whose model is "demo" runs, a function returning a pydantic-ai Model. The offline
+# demo agent is the default of both.
+HARNESS_TOOLSETS = [path.strip() for path in env.text("HARNESS_TOOLSETS", "runs.harness.demo.toolset").split(",")]
+HARNESS_DEMO_MODEL = env.text("HARNESS_DEMO_MODEL", "runs.harness.demo.demo_model")
+
 # The largest RunAgentInput the AG-UI endpoint reads; a larger body gets 413.
 AGUI_MAX_BODY_BYTES = env.integer("AGUI_MAX_BODY_BYTES", 1024 * 1024)
 

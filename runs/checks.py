@@ -1,5 +1,5 @@
 """The `harness` system check: environment values that did not parse (harness_site/environment.py), and the
-ranges of the Host's settings, wherever their values came from.
+ranges of the Host's settings, wherever their values came from, and the plug-ins they name (tool sets, demo model).
 
 `manage.py` commands run it before they start (the RQ worker and the sweeper among them), `bin/run` runs
 `manage.py check` before it starts anything, and harness_site/asgi.py calls `refuse_bad_settings` for daphne,
@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
 
 TAG = "harness"
 HINT = 'Each setting is read from the environment variable of the same name; README.md "Configuration" lists them.'
@@ -77,7 +78,27 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         value = getattr(settings, name)
         if not valid(value):
             errors.append(Error(f"{name} = {value!r}: it must be {valid.words}.", hint=HINT, id="runs.E002"))
+    errors += [Error(problem, hint=PLUGIN_HINT, id="runs.E003") for problem in _plugin_problems()]
     return errors
+
+
+PLUGIN_HINT = 'README.md "Your own tools" shows what the plug-in settings name.'
+
+
+def _plugin_problems() -> list[str]:
+    """What is wrong with the tool sets and the demo model the settings name (the worker would fail on it)."""
+    from runs.services import toolbox
+
+    problems = []
+    try:
+        toolbox.registry()
+    except ImproperlyConfigured as exc:
+        problems.append(str(exc))
+    try:
+        import_string(settings.HARNESS_DEMO_MODEL)
+    except ImportError as exc:
+        problems.append(f"HARNESS_DEMO_MODEL names {settings.HARNESS_DEMO_MODEL!r}, which cannot be imported: {exc}")
+    return problems
 
 
 def refuse_bad_settings() -> None:

@@ -17,7 +17,9 @@ The prompt chooses the behaviour (keywords, case-insensitive; several may combin
 
 Every response streams thinking and text in chunks. Side-effecting tools report each dispatch to a
 `ToolCallRecorder`, so a Host test can count how often they really ran (e.g. across crash recovery).
-A pydantic-ai model string instead of the scripted model gives the same tools to a real model.
+A pydantic-ai model string instead of the scripted model gives the same tools to a real model. The Host offers
+this agent as a plug-in: `toolset` and `demo_model` are the defaults of its `HARNESS_TOOLSETS` and
+`HARNESS_DEMO_MODEL` settings.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from pydantic_ai import (
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.toolsets import FunctionToolset
 
 from ._agent import AgentDefinition, ExecutableAgent
 from ._delegation import inline_delegation_tool
@@ -62,6 +65,7 @@ __all__ = (
     "demo_model",
     "demo_tools",
     "researcher_model",
+    "toolset",
 )
 
 DEMO_AGENT_NAME = "demo"
@@ -319,6 +323,11 @@ def _side_effect_tools(recorder: ToolCallRecorder) -> list[Tool[Any]]:
 def demo_tools(*, model: Model | str | None = None, recorder: ToolCallRecorder | None = None) -> dict[str, Tool[Any]]:
     """The demo agent's tools by name (a Host registry can offer them to its own agent profiles)."""
     return {tool.name: tool for tool in demo_definition(model=model, recorder=recorder).tools}
+
+
+def toolset() -> FunctionToolset[Any]:
+    """The demo agent's tools as one tool set: the default of a Host's `HARNESS_TOOLSETS`."""
+    return FunctionToolset(list(demo_tools().values()))
 
 
 def demo_definition(

@@ -7,25 +7,13 @@ from typing import Any
 from pydantic_ai.capabilities import AbstractCapability
 
 from runs.harness import AgentDefinition, ExecutableAgent
-from runs.harness.demo import INSTRUCTIONS
 from runs.models import AgentProfile, Run
 
 from . import toolbox
 from .policy import approval_capability
-from .providers import DEMO_MODEL, ModelChoice, build_model
+from .providers import ModelChoice, build_model
 
-__all__ = ("DEMO_MODEL", "DEMO_PROFILE", "build_executable", "ensure_demo_profile", "profile_snapshot")
-
-DEMO_PROFILE = "demo"
-
-
-def ensure_demo_profile() -> AgentProfile:
-    """The offline demo profile (scripted model, every demo tool), created on first use."""
-    profile, _ = AgentProfile.objects.get_or_create(
-        name=DEMO_PROFILE,
-        defaults={"model": DEMO_MODEL, "instructions": INSTRUCTIONS, "enabled_tools": toolbox.tool_names()},
-    )
-    return profile
+__all__ = ("build_executable", "profile_snapshot")
 
 
 def profile_snapshot(profile: AgentProfile) -> dict[str, Any]:

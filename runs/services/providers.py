@@ -1,9 +1,10 @@
 """Model providers an agent profile may name: what each needs to run, checked before a run needs it.
 
-A profile's model is "demo" (the offline scripted model) or a pydantic-ai model string "provider:model". For the
-providers below the Host knows the package that serves them and where their key or server address comes from,
-so admin can refuse a profile that could not run, and the worker can fail a run with a clear reason instead of
-an ImportError deep in pydantic-ai. Keys are never stored: they come from the process environment.
+A profile's model is "demo" (the offline model the `HARNESS_DEMO_MODEL` setting names: by default the demo
+agent's scripted one) or a pydantic-ai model string "provider:model". For the providers below the Host knows the
+package that serves them and where their key or server address comes from, so admin can refuse a profile that
+could not run, and the worker can fail a run with a clear reason instead of an ImportError deep in pydantic-ai.
+Keys are never stored: they come from the process environment.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+from django.utils.module_loading import import_string
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.providers import Provider, infer_provider, infer_provider_class
 
 from runs.harness import RunError
-from runs.harness.demo import demo_model
 
 __all__ = ("DEMO_MODEL", "PROVIDERS", "ModelChoice", "ProviderSpec", "build_model", "model_problems")
 
@@ -139,7 +141,8 @@ def model_problems(choice: ModelChoice, environ: Mapping[str, str] | None = None
 def build_model(choice: ModelChoice, environ: Mapping[str, str] | None = None) -> Model:
     """The pydantic-ai model a run uses; a model that cannot run fails here, before the run starts."""
     if choice.is_demo:
-        return demo_model()
+        demo_model: Model = import_string(settings.HARNESS_DEMO_MODEL)()
+        return demo_model
     if choice.model == TEST_MODEL:
         return infer_model(TEST_MODEL)
     environ = os.environ if environ is None else environ

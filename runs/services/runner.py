@@ -58,13 +58,14 @@ from .projection import RunProjection
 from .publishing import publish_approvals_changed, publish_execution_status, worker_sender
 from .recovery import close_projection
 
-__all__ = ("SimulatedCrash", "execute_run")
+__all__ = ("BoundaryHook", "execute_run")
 
 log = logging.getLogger(__name__)
 
 
-class SimulatedCrash(BaseException):
-    """Ends a worker loop abruptly, as kill -9 would: no result, the lease left to expire (demos only)."""
+# Called after each boundary checkpoint is stored, before the run goes on: a caller's way to watch or stop a
+# run at its durable points (the demo command simulates a crash with one).
+BoundaryHook = Callable[[], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,23 +76,21 @@ class _Start:
     chain: checkpoints.CheckpointChain
 
 
-def execute_run(run_pk: int, *, crash_after_boundaries: int | None = None) -> str:
+def execute_run(run_pk: int, *, after_boundary: BoundaryHook | None = None) -> str:
     """Run a queued Run to its end on this worker; returns a short outcome for the RQ job's result.
 
-    `crash_after_boundaries` simulates a worker crash for demonstrations: the loop stops dead after that
-    many checkpoints, leaving the lease to expire so the recovery sweep takes over.
+    `after_boundary` is called after each boundary checkpoint is stored. What it raises ends the run loop
+    (a `BaseException` passes through, leaving the lease to expire as a killed worker would).
     """
     lease = leases.acquire(run_pk)
     if lease is None:
         return "skipped: the run is not queued"
     publish_status_now(lease.execution_pk)
     try:
-        return async_to_sync(_drive)(run_pk, lease, crash_after_boundaries)
+        return async_to_sync(_drive)(run_pk, lease, after_boundary)
     except LeaseLost as exc:
         log.warning("%s", exc)
         return "stopped: lease lost"
-    except SimulatedCrash:
-        return "crashed (simulated): the lease will expire"
 
 
 def publish_status_now(execution_pk: int) -> None:
@@ -161,18 +160,18 @@ async def _heartbeat(lease: Lease, cancel: _CancelSwitch) -> None:
             cancel()
 
 
-async def _drive(run_pk: int, lease: Lease, crash_after_boundaries: int | None) -> str:
+async def _drive(run_pk: int, lease: Lease, after_boundary: BoundaryHook | None) -> str:
     # The heartbeat starts before anything slow (loading, building the agent) so the lease never lapses.
     cancel = _CancelSwitch()
     heartbeat = asyncio.create_task(_heartbeat(lease, cancel))
     try:
         async with worker_sender():
-            return await _work(run_pk, lease, crash_after_boundaries, cancel)
+            return await _work(run_pk, lease, after_boundary, cancel)
     finally:
         heartbeat.cancel()
 
 
-async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, cancel: _CancelSwitch) -> str:
+async def _work(run_pk: int, lease: Lease, after_boundary: BoundaryHook | None, cancel: _CancelSwitch) -> str:
     try:
         run, start = await sync_to_async(_load)(run_pk)
     except checkpoints.CheckpointError as exc:
@@ -226,10 +225,8 @@ async def _work(run_pk: int, lease: Lease, crash_after_boundaries: int | None, c
                         metadata={"boundary": boundary},
                         chain=start.chain,
                     )
-                    if crash_after_boundaries is not None:
-                        crash_after_boundaries -= 1
-                        if crash_after_boundaries <= 0:
-                            raise SimulatedCrash
+                    if after_boundary is not None:
+                        after_boundary()
                     gate.release()
     except LeaseLost:
         raise

@@ -1,9 +1,9 @@
 """The host tool registry: the tools an agent profile may enable, by name.
 
 Profiles store tool names (`AgentProfile.enabled_tools`); a run resolves them here into native pydantic-ai
-`Tool`s. The registry holds the tools of the offline demo agent (`runs.harness.demo`), including its inline
-researcher delegation; recovery-retryable ones carry the harness metadata already, so the Host keeps no list
-of its own.
+`Tool`s. The tools come from the tool sets the `HARNESS_TOOLSETS` setting names (dotted paths to a
+`FunctionToolset` or to a function returning one; by default the offline demo agent's, `runs.harness.demo`).
+Recovery-retryable tools carry the harness metadata already, so the Host keeps no list of its own.
 """
 
 from __future__ import annotations
@@ -12,16 +12,46 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.utils.module_loading import import_string
 from pydantic_ai import Tool
-
-from runs.harness.demo import demo_definition
+from pydantic_ai.toolsets import FunctionToolset
 
 __all__ = ("get_tool", "registry", "resolve", "tool_names", "unknown")
 
 
+def _toolset(path: str) -> FunctionToolset[Any]:
+    try:
+        named = import_string(path)
+    except ImportError as exc:
+        raise ImproperlyConfigured(f"HARNESS_TOOLSETS names {path!r}, which cannot be imported: {exc}") from exc
+    toolset = named if isinstance(named, FunctionToolset) or not callable(named) else named()
+    if not isinstance(toolset, FunctionToolset):
+        raise ImproperlyConfigured(
+            f"HARNESS_TOOLSETS names {path!r}, which is not a pydantic-ai FunctionToolset or a function returning one."
+        )
+    return toolset
+
+
 @cache
 def _registry() -> dict[str, Tool[Any]]:
-    return {tool.name: tool for tool in demo_definition().tools}
+    tools: dict[str, Tool[Any]] = {}
+    for path in settings.HARNESS_TOOLSETS:
+        for name, tool in _toolset(path).tools.items():
+            if name in tools:
+                # A profile names tools by name alone, so two tools of one name would make it ambiguous.
+                raise ImproperlyConfigured(f"Two tool sets of HARNESS_TOOLSETS offer a tool named {name!r}.")
+            tools[name] = tool
+    return tools
+
+
+@receiver(setting_changed)
+def _forget_tools(*, setting: str, **kwargs: Any) -> None:
+    if setting == "HARNESS_TOOLSETS":
+        _registry.cache_clear()
 
 
 def registry() -> Mapping[str, Tool[Any]]:

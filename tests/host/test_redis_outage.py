@@ -13,6 +13,7 @@ import re
 import pytest
 from django.contrib.auth.models import Permission
 
+from runs.demo_profile import ensure_demo_profile
 from runs.models import (
     DecisionSubmission,
     Execution,
@@ -21,7 +22,6 @@ from runs.models import (
     Thread,
 )
 from runs.services import executions
-from runs.services.agents import ensure_demo_profile
 from tests.http_session import HIDDEN_FIELD, HttpSession
 from tests.outage_stack import Outage, use_short_leases
 from tests.services import wait_until

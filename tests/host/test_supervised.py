@@ -8,9 +8,9 @@ import urllib.request
 
 import pytest
 
+from runs.demo_profile import ensure_demo_profile
 from runs.models import ExecutionStatus
 from runs.services import executions
-from runs.services.agents import ensure_demo_profile
 from tests.services import Supervised, service_env, wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]

@@ -8,9 +8,9 @@ import time
 import pytest
 from django.core.management import call_command
 
+from runs.demo_profile import ensure_demo_profile
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, Run, RunReason, RunStatus, ToolDispatch
 from runs.services import executions, recovery
-from runs.services.agents import ensure_demo_profile
 from tests import factories
 from tests.host.test_execution import assert_contiguous
 

@@ -14,9 +14,9 @@ import time
 import pytest
 from playwright.sync_api import expect
 
+from runs.demo_profile import ensure_demo_profile
 from runs.models import Execution, TimelineEvent
 from runs.services import executions, policy
-from runs.services.agents import ensure_demo_profile
 from tests.services import ROOT
 from tests.web.timeline_page import dom_positions, screenshot, wait_until_drawn
 

@@ -20,6 +20,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from websockets.asyncio.client import connect
 
+from runs.demo_profile import ensure_demo_profile
 from runs.models import (
     Decision,
     DeferredRequest,
@@ -30,7 +31,6 @@ from runs.models import (
     ToolDispatch,
 )
 from runs.services import executions
-from runs.services.agents import ensure_demo_profile
 from runs.services.redaction import REDACTED
 from tests import factories
 from tests.services import wait_until

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from runs.services.agents import ensure_demo_profile
+from runs.demo_profile import ensure_demo_profile
 from tests.conftest import log_in
 from tests.outage_stack import Outage, use_short_leases
 from tests.services import wait_until

@@ -11,9 +11,9 @@ import time
 
 from django.core.management.base import BaseCommand
 
+from runs.demo_profile import ensure_demo_profile
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionTrigger
 from runs.services import executions, queueing, runner
-from runs.services.agents import ensure_demo_profile
 
 PROMPTS = (
     ("Record lookup", "Please look up REC-42 and search for related records."),
@@ -24,6 +24,22 @@ PROMPTS = (
 )
 CRASHED = ("Recovered after a crash", "Look up the record, then do the slow 2 second step.")
 CRASH_AFTER_BOUNDARIES = 4
+
+
+class SimulatedCrash(BaseException):
+    """Ends the run loop abruptly, as kill -9 would: no result, the lease left to expire."""
+
+
+class CrashAfter:
+    """A boundary hook that crashes the run after `boundaries` stored checkpoints."""
+
+    def __init__(self, boundaries: int) -> None:
+        self.left = boundaries
+
+    def __call__(self) -> None:
+        self.left -= 1
+        if self.left <= 0:
+            raise SimulatedCrash
 
 
 class Command(BaseCommand):
@@ -50,7 +66,10 @@ class Command(BaseCommand):
         crashed = executions.start_execution(thread, prompt, trigger=ExecutionTrigger.DEMO)
         run = crashed.runs.get()
         # Taken here before a worker can: this process plays the worker that dies.
-        outcome = runner.execute_run(run.pk, crash_after_boundaries=CRASH_AFTER_BOUNDARIES)
+        try:
+            outcome = runner.execute_run(run.pk, after_boundary=CrashAfter(CRASH_AFTER_BOUNDARIES))
+        except SimulatedCrash:
+            outcome = "crashed (simulated): the lease will expire"
         lease_seconds = crashed.policy_version.lease_seconds
         self.stdout.write(f"{title}: {outcome}; the sweeper recovers it about {lease_seconds}s from now")
         started.append(crashed)
