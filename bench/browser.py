@@ -64,7 +64,7 @@ def run(context: Context) -> Report:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             for repetition in range(context.repeats + 1):
-                page_context = browser.new_context(viewport={"width": 1400, "height": 900})
+                page_context = browser.new_context(viewport={"width": 1400, "height": 900}, bypass_csp=True)
                 page_context.add_cookies([{"name": cookie_name, "value": cookie_value, "url": server.base_url}])
                 page = page_context.new_page()
                 page.add_init_script(MARKS)
