@@ -5,7 +5,9 @@ second while viewers (websocket clients in `PROCESSES` separate processes, `benc
 from the start: `ramp` opens 1000 viewers evenly over 10 s, so most join mid-run and replay before going live;
 `burst` opens 300 at once. Every viewer must be served and end with exactly the stored timeline (the sha256 of
 its frames equals the stored frames'), and the p99 of creation-to-receipt over every live frame of every viewer
-must stay under 100 ms. There is no baseline: the targets are absolute.
+must stay under 100 ms. There is no baseline: the targets are absolute. Each repetition also notes the load
+average at its start and the CPU time daphne and the client processes used, to tell which of them was short of
+CPU.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from bisect import bisect_left
@@ -44,6 +47,13 @@ def _stored_digest(execution_pk: int) -> str:
     return hashlib.sha256(json.dumps(frames, sort_keys=True).encode()).hexdigest()
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a running process, from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _once(server, cookie: str, synthetic, positions: list[int], viewers: int, ramp: float) -> dict:
     from observers.agui import HarnessAguiStreamObserver
     from runs.services.projection import RunProjection
@@ -52,6 +62,8 @@ def _once(server, cookie: str, synthetic, positions: list[int], viewers: int, ra
 
     discard(synthetic.thread_id)
     run, lease = leased_run(synthetic.thread_id, synthetic.run_id)
+    load = os.getloadavg()[0]
+    server_cpu = _cpu_seconds(server.process.pid)
     shares = [viewers // PROCESSES + (n < viewers % PROCESSES) for n in range(PROCESSES)]
     clients = [
         subprocess.Popen(
@@ -81,6 +93,7 @@ def _once(server, cookie: str, synthetic, positions: list[int], viewers: int, ra
         projection = RunProjection(run, copy.copy(HarnessAguiStreamObserver(retain_events=False)))
         async_to_sync(write_like_worker)(run, lease, projection, synthetic, pace=RATE, created=created)
         outputs = [json.loads(client.communicate(timeout=240)[0].strip().splitlines()[-1]) for client in clients]
+        server_cpu = _cpu_seconds(server.process.pid) - server_cpu
     finally:
         for client in clients:
             if client.poll() is None:
@@ -99,6 +112,9 @@ def _once(server, cookie: str, synthetic, positions: list[int], viewers: int, ra
         "p50": _percentile(latencies, 0.50) if latencies else float("inf"),
         "live_frames": len(latencies),
         "errors": [error for output in outputs for error in output["errors"]][:5],
+        "load": load,
+        "daphne_cpu_s": server_cpu,
+        "clients_cpu_s": sum(output["cpu_s"] for output in outputs),
     }
 
 
@@ -118,6 +134,9 @@ def run(context: Context) -> Report:
             "events_per_run": positions[-1],
             "p50_ms": [o["p50"] for o in outcomes],
             "live_frames": [o["live_frames"] for o in outcomes],
+            "load_1min_at_start": [o["load"] for o in outcomes],
+            "daphne_cpu_s": [o["daphne_cpu_s"] for o in outcomes],
+            "clients_cpu_s": [o["clients_cpu_s"] for o in outcomes],
             "errors": [e for o in outcomes for e in o["errors"]][:5],
         }
         size = f"{viewers} viewers" + (f" over {ramp:g} s" if ramp else " at once")
@@ -139,8 +158,9 @@ def run(context: Context) -> Report:
                 )
             )
     report.notes.append(
-        f"One daphne; viewers in {PROCESSES} client processes; a {positions[-1]}-event run written at {RATE:.0f} "
-        "items/s through the worker's write path while they subscribe. Each repetition is one run; the figure is "
+        f"One daphne; viewers in {PROCESSES} client processes, which note each message's receipt time and decode "
+        f"it after the run; a {positions[-1]}-event run written at {RATE:.0f} items/s through the worker's write "
+        "path while they subscribe. Each repetition is one run; the figure is "
         "the median over repetitions of that run's p99 (and of its fraction of viewers served with the stored "
         "timeline)."
     )

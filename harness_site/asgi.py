@@ -5,6 +5,9 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "harness_site.settings")
+# Sockets make many short database calls (a replay page, a status, a catch-up); opening a connection for each
+# cost more than the query. The web process keeps its connections unless told otherwise.
+os.environ.setdefault("DATABASE_CONN_MAX_AGE", "600")
 
 # Django must be set up before anything imports models (the consumers do).
 django_asgi_app = get_asgi_application()

@@ -140,6 +140,7 @@ DATABASES = {
     "default": dj_database_url.parse(
         env.text("DATABASE_URL", f"sqlite:///{HARNESS_VAR_DIR / 'db.sqlite3'}"),
         conn_max_age=env.integer("DATABASE_CONN_MAX_AGE", 0),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -196,27 +197,25 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
 REDIS_URL = env.text("REDIS_URL", "redis://127.0.0.1:6390/0")
-HARNESS_REDIS_POOL = env.integer("HARNESS_REDIS_POOL", 200)
 
 
 def channel_layer_config(redis_url: str) -> dict:
-    """channels-redis waits for messages with a 5 s blocking pop, and redis-py 8 reads with a 5 s socket timeout by
-    default: a quiet group's reply arriving a hair late would kill the consumer. Reads may take longer than the pop.
-
-    Each web process keeps up to `HARNESS_REDIS_POOL` connections for the layer; when all are busy (a burst of
-    subscriptions after a restart) callers wait for one, up to 60 s, instead of failing."""
-    pool = {"max_connections": HARNESS_REDIS_POOL, "timeout": 60}
+    """channels-redis' pub/sub layer: a group message is one Redis PUBLISH, which each web process receives once
+    and hands to its own consumers in the group, instead of one Redis list entry per consumer popped one by one.
+    Groups live in the web process, and redis-py subscribes again when its connection comes back, so a restarted
+    Redis does not make sockets deaf. Pub/sub delivers at most once: consumers heal lost messages from the
+    database (`observers/consumers.py`)."""
     return {
-        "BACKEND": "observers.channel_layer.BlockingPoolRedisChannelLayer",
-        "CONFIG": {"hosts": [{"address": redis_url, "socket_timeout": 30, **pool}]},
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {"hosts": [{"address": redis_url}]},
     }
 
 
 CHANNEL_LAYERS = {"default": channel_layer_config(REDIS_URL)}
 # Logging out closes that session's sockets at once; this re-check also ends those of expired sessions.
 HARNESS_SOCKET_SESSION_CHECK_SECONDS = env.number("HARNESS_SOCKET_SESSION_CHECK_SECONDS", 60.0)
-# A live timeline socket joins its group again and catches up from the database this often, so a Redis restart
-# (which forgets group memberships and the messages in flight) stalls a viewer for at most this long.
+# Every socket joins its groups again and catches up from the database this often, so a message lost on the way
+# (pub/sub delivers at most once; a Redis restart drops what is in flight) stalls a page for at most this long.
 HARNESS_SOCKET_REFRESH_SECONDS = env.number("HARNESS_SOCKET_REFRESH_SECONDS", 10.0)
 
 RQ_QUEUES = {

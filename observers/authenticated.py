@@ -10,6 +10,11 @@ and `receive_message()`, and do their own clean-up in `disconnect()`. The base r
   and every socket re-checks its session every `HARNESS_SOCKET_SESSION_CHECK_SECONDS`, which also catches sessions that
   expired or were invalidated by a password change; either way an error frame `session_ended` and close 4401.
 
+Groups are joined with `join()`: the base leaves them on disconnect and, every `HARNESS_SOCKET_REFRESH_SECONDS`, joins
+them again and calls `refresh()`, where a subclass catches up from the database. A group message can be lost
+(pub/sub delivers at most once, a Redis restart drops what is in flight) and a layer that keeps memberships in
+Redis forgets them when it restarts; without this a socket that stayed open would go deaf.
+
 Codes, frames and client messages are defined in `runs.protocol`.
 """
 
@@ -20,6 +25,7 @@ import contextlib
 import logging
 from typing import Any, ClassVar
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
@@ -71,6 +77,7 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
 
     session_key: str | None = None
     session_watch: asyncio.Task | None = None
+    refresher: asyncio.Task | None = None
     sent_messages = 0
 
     async def connect(self) -> None:
@@ -82,12 +89,14 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
         session = self.scope.get("session")
         # Always there behind AuthMiddlewareStack; tests of one consumer may hand it a bare user.
         self.session_key = session.session_key if session is not None else None
+        self.joined: set[str] = set()
         if self.session_key:
             # Joined before accepting: a logout the browser sees after its socket opened always reaches it.
-            await self.channel_layer.group_add(session_group(self.session_key), self.channel_name)
+            await self.join(session_group(self.session_key))
         await self.accept()
         if self.session_key:
             self.session_watch = asyncio.create_task(self._watch_session(user.pk))
+        self.refresher = asyncio.create_task(self._keep_joined())
         await self.opened()
 
     async def opened(self) -> None:
@@ -96,13 +105,35 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
     async def receive_message(self, message: BaseModel) -> None:
         """Called with each frame that fits `client_message`."""
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch without its `close_old_connections` before every message.
+
+        That call is a hop to the one thread all database work shares, once per message per socket: with a
+        thousand viewers of a live run it queued every live frame behind every other socket's. These consumers
+        reach the database only through `database_sync_to_async`, which closes old connections itself.
+        """
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+    async def join(self, group: str) -> None:
+        """Join `group` for as long as the socket is open (joined again at every refresh)."""
+        await self.channel_layer.group_add(group, self.channel_name)
+        self.joined.add(group)
+
+    async def refresh(self) -> None:
+        """Called every `HARNESS_SOCKET_REFRESH_SECONDS`, after the groups were joined again: send what lost messages
+        said."""
+
     async def websocket_disconnect(self, message: dict[str, Any]) -> None:
-        if self.session_watch is not None:
-            self.session_watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.session_watch
-        if self.session_key:
-            await self.channel_layer.group_discard(session_group(self.session_key), self.channel_name)
+        for task in (self.session_watch, self.refresher):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        for group in getattr(self, "joined", ()):
+            await self.channel_layer.group_discard(group, self.channel_name)
         await super().websocket_disconnect(message)
 
     async def send_json(self, content: Any, close: bool = False) -> None:
@@ -144,6 +175,19 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
 
     async def session_ended(self, message: SessionEnded) -> None:
         await self.fail(ErrorCode.SESSION_ENDED, "The session ended; log in again.", close_code=CLOSE_UNAUTHENTICATED)
+
+    async def _keep_joined(self) -> None:
+        while True:
+            await asyncio.sleep(settings.HARNESS_SOCKET_REFRESH_SECONDS)
+            try:
+                for group in list(self.joined):
+                    await self.channel_layer.group_add(group, self.channel_name)
+                await self.refresh()
+            except Exception:
+                # Closing makes the page reconnect and resume from its cursor instead of waiting on a deaf socket.
+                log.exception("refreshing a %s failed", type(self).__name__)
+                await self.close(code=CLOSE_INTERNAL_ERROR)
+                return
 
     async def _watch_session(self, user_pk: Any) -> None:
         while True:

@@ -1,9 +1,10 @@
 """The Host's websockets: the timeline of one execution, thread statuses, and the open approval requests.
 
 `/ws/executions/<pk>/` replays stored AG-UI events from the database, then goes live, with no gap and no
-duplicate: it joins the execution's group *before* reading the database, keeps live frames in a buffer while
-it replays, sends `ready`, then flushes the buffer and forwards live frames, dropping any at or below the last
-position sent; a live frame that skips positions is preceded by the missing frames read from the database.
+duplicate: it joins the execution's group (through this process's feed, `observers.execution_feeds`) *before*
+reading the database, keeps live messages in its outbox while it replays, sends `ready`, then drains the outbox
+and forwards live frames, dropping any at or below the last position sent; a live frame that skips positions is
+preceded by the missing frames read from the database.
 `/ws/threads/` forwards thread statuses; `/ws/approvals/` the open requests whenever they change.
 
 Every message, code and limit is defined in `runs.protocol` and described once in docs/architecture.md
@@ -17,9 +18,9 @@ import contextlib
 import logging
 
 from channels.db import database_sync_to_async
-from django.conf import settings
 
 from observers.authenticated import AuthenticatedJsonConsumer
+from observers.execution_feeds import ExecutionFeed, feed_for, text_of
 from runs.protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NOT_FOUND,
@@ -29,14 +30,13 @@ from runs.protocol import (
     ApprovalsSubscribe,
     ErrorCode,
     ExecutionStatusMessage,
+    GroupMessage,
     ReadyFrame,
     StatusFrame,
     ThreadsSubscribe,
     ThreadStatus,
-    TimelineAppend,
     TimelineFrame,
     TimelineSubscribe,
-    event_frame_text,
 )
 from runs.services import read_side
 from runs.services.approvals import open_request_ids
@@ -74,15 +74,16 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
     async def opened(self) -> None:
         self.execution_pk: int = self.scope["url_route"]["kwargs"]["pk"]
         self.group = execution_group(self.execution_pk)
-        self.subscribed = False
+        self.feed: ExecutionFeed | None = None
         self.live = False
-        self.pending: list[TimelineFrame] = []
+        # Group messages the feed posted that are not handled yet; during the replay they wait here.
+        self.outbox: list[GroupMessage] = []
+        self.posted = asyncio.Event()
         self.last_sent = 0
         self.last_status: StatusFrame | None = None
-        self.deferred_status: ExecutionStatusMessage | None = None
         # Catch-ups from the database and deliveries of live frames both advance `last_sent`; one at a time.
         self.sending = asyncio.Lock()
-        self.replay: asyncio.Task | None = None
+        self.follower: asyncio.Task | None = None
         exists = self.execution_pk <= MAX_DB_INTEGER and await database_sync_to_async(read_side.execution_exists)(
             self.execution_pk
         )
@@ -92,15 +93,15 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
             )
 
     async def disconnect(self, code: int) -> None:
-        if getattr(self, "replay", None) is not None:
-            self.replay.cancel()
+        if getattr(self, "follower", None) is not None:
+            self.follower.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self.replay
-        if getattr(self, "subscribed", False):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+                await self.follower
+        if getattr(self, "feed", None) is not None:
+            await self.feed.remove(self)
 
     async def receive_message(self, message: TimelineSubscribe) -> None:
-        if self.subscribed:
+        if self.feed is not None:
             await self.fail(ErrorCode.ALREADY_SUBSCRIBED, "This connection is already subscribed.")
             return
         if message.execution is not None and message.execution != self.execution_pk:
@@ -110,35 +111,67 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
             )
             return
         after = message.after or 0
-        # Join the group before reading anything: every event committed from here on is either in the
-        # replay or arrives as a live message (published after commit), so nothing falls in between.
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        self.subscribed = True
+        # Join the group (through this process's feed) before reading anything: every event committed from here
+        # on is either in the replay or arrives as a live message (published after commit), so nothing falls in
+        # between.
+        self.feed = feed_for(self.group)
+        await self.feed.add(self)
         end = await database_sync_to_async(read_side.last_position)(self.execution_pk)
         if after > end:
             await self.fail(ErrorCode.CURSOR_BEYOND_END, f"Position {after} is beyond the end of the timeline ({end}).")
             return
         self.last_sent = after
         await self._send_status(await database_sync_to_async(read_side.execution_status_snapshot)(self.execution_pk))
-        # The replay runs beside the dispatch loop so live messages keep arriving (into `pending`) meanwhile,
-        # instead of piling up in the channel layer, whose per-channel capacity is small.
-        self.replay = asyncio.create_task(self._replay_then_live())
+        # The replay runs beside the dispatch loop; live messages wait in the outbox meanwhile.
+        self.follower = asyncio.create_task(self._replay_then_follow())
 
-    async def _replay_then_live(self) -> None:
+    def post(self, message: GroupMessage) -> None:
+        self.outbox.append(message)
+        self.posted.set()
+
+    async def feed_failed(self) -> None:
+        await self.close(code=CLOSE_INTERNAL_ERROR)
+
+    async def _replay_then_follow(self) -> None:
         try:
-            await self._replay()
+            await self._send_stored_after_cursor()
+            await self.send_json(ReadyFrame(type="ready", position=self.last_sent))
+            self.live = True
             while True:
-                await asyncio.sleep(settings.HARNESS_SOCKET_REFRESH_SECONDS)
-                await self._refresh()
+                while self.outbox:
+                    messages, self.outbox = self.outbox, []
+                    await self._handle(messages)
+                # No await between the emptiness check and the clear: a message posted later sets it again.
+                self.posted.clear()
+                await self.posted.wait()
         except Exception:
             # A task's exception would otherwise vanish and leave the client waiting forever; closing makes it
             # reconnect and resume from the last frame it got.
             log.exception("timeline socket of execution %s failed", self.execution_pk)
             await self.close(code=CLOSE_INTERNAL_ERROR)
 
-    async def _refresh(self) -> None:
-        """Join the group again and catch up: a restarted Redis forgot the membership and the messages in flight."""
-        await self.channel_layer.group_add(self.group, self.channel_name)
+    async def _handle(self, messages: list[GroupMessage]) -> None:
+        """Frames of consecutive timeline messages go out together; a status after every frame before it."""
+        frames: list[TimelineFrame] = []
+        for message in messages:
+            if message["type"] == "timeline.append":
+                frames += message["frames"]
+            elif message["type"] == "execution.status":
+                await self._deliver(frames)
+                frames = []
+                # A status change follows the commits before it; if a timeline message was lost (no later frame
+                # would reveal the gap), the catch-up sends its frames first, so a viewer that sees "completed"
+                # has every event before it.
+                await self._send_stored_after_cursor()
+                await self._send_status(message)
+        await self._deliver(frames)
+
+    async def refresh(self) -> None:
+        """Catch up once live: messages lost on the way (or to a Redis restart) leave a silent gap otherwise."""
+        if self.feed is not None:
+            await self.feed.join_again()
+        if not self.live:
+            return
         # The status is read before the catch-up: the events a status follows are committed with it or before
         # it, so the catch-up has them all; read after, a status could announce an end whose events it missed.
         snapshot = await database_sync_to_async(read_side.execution_status_snapshot)(self.execution_pk)
@@ -146,21 +179,13 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         if _status_frame(snapshot) != self.last_status:
             await self._send_status(snapshot)
 
-    async def _replay(self) -> None:
-        await self._send_stored_after_cursor()
-        await self.send_json(ReadyFrame(type="ready", position=self.last_sent))
-        while self.pending:
-            frames, self.pending = self.pending, []
-            await self._deliver(frames)
-        # No await between the emptiness check above and this switch: nothing can slip past the buffer.
-        self.live = True
-        if self.deferred_status is not None:
-            message, self.deferred_status = self.deferred_status, None
-            await self.execution_status(message)
-
     async def _send_stored_after_cursor(self) -> None:
         async with self.sending:
+            if self.feed is not None:
+                await self._send_frames(self.feed.remembered_after(self.last_sent))
             while page := await database_sync_to_async(read_side.frames_after)(self.execution_pk, self.last_sent):
+                if self.feed is not None:
+                    self.feed.remember(page)
                 await self._send_frames(page)
                 if len(page) < read_side.REPLAY_PAGE_SIZE:
                     break
@@ -168,23 +193,6 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
     async def _send_status(self, message: ExecutionStatusMessage) -> None:
         self.last_status = _status_frame(message)
         await self.send_json(self.last_status)
-
-    async def timeline_append(self, message: TimelineAppend) -> None:
-        if not self.live:
-            self.pending.extend(message["frames"])
-            return
-        await self._deliver(message["frames"])
-
-    async def execution_status(self, message: ExecutionStatusMessage) -> None:
-        if not self.live:
-            # A status change follows the commits before it, so it is sent once the replay and the buffered
-            # frames are out: a viewer that sees "completed" after `ready` has every event before it.
-            self.deferred_status = message
-            return
-        # If the layer dropped the last timeline message (no later frame would reveal the gap), catch up from
-        # the database before reporting the status.
-        await self._send_stored_after_cursor()
-        await self._send_status(message)
 
     async def _deliver(self, frames: list[TimelineFrame]) -> None:
         async with self.sending:
@@ -208,7 +216,7 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
             return
         # The events' stored JSON text is spliced in as it is (`event_frame_text`), never decoded; one message
         # holds as many frames as fit in a piece, so a long replay is not cut into pieces and rejoined.
-        texts = [event_frame_text(frame) for frame in frames]
+        texts = [text_of(frame) for frame in frames]
         if len(texts) == 1:
             await self.send_encoded(texts[0])
         else:
@@ -222,20 +230,36 @@ class ThreadListConsumer(AuthenticatedJsonConsumer):
     expected_shape = '{"type": "subscribe", "threads": [<thread pk>, ...]}'
 
     async def opened(self) -> None:
-        await self.channel_layer.group_add(THREADS_GROUP, self.channel_name)
-        self.joined = True
-
-    async def disconnect(self, code: int) -> None:
-        if getattr(self, "joined", False):
-            await self.channel_layer.group_discard(THREADS_GROUP, self.channel_name)
+        self.threads: list[int] = []
+        # The last status sent of each subscribed thread, so a refresh sends only what changed.
+        self.shown: dict[int, ThreadStatus] = {}
+        # A refresh's read and send, and a live message's send, one at a time: an older status read by a
+        # refresh can never overtake a newer live one.
+        self.sending = asyncio.Lock()
+        await self.join(THREADS_GROUP)
 
     async def receive_message(self, message: ThreadsSubscribe) -> None:
-        for status in await database_sync_to_async(read_side.thread_status_messages)(list(message.threads)):
-            await self.send_json(status)
+        self.threads = list(message.threads)
+        await self._send_changed_statuses()
         await self.send_json(ReadyFrame(type="ready"))
 
+    async def refresh(self) -> None:
+        await self._send_changed_statuses()
+
+    async def _send_changed_statuses(self) -> None:
+        async with self.sending:
+            for status in await database_sync_to_async(read_side.thread_status_messages)(self.threads):
+                if self.shown.get(status["thread"]) != status:
+                    await self._send_status(status)
+
     async def thread_status(self, message: ThreadStatus) -> None:
-        await self.send_json(message)
+        async with self.sending:
+            await self._send_status(message)
+
+    async def _send_status(self, status: ThreadStatus) -> None:
+        if status["thread"] in self.threads:
+            self.shown[status["thread"]] = status
+        await self.send_json(status)
 
 
 class ApprovalsConsumer(AuthenticatedJsonConsumer):
@@ -243,51 +267,39 @@ class ApprovalsConsumer(AuthenticatedJsonConsumer):
 
     A group message only says that something changed; the consumer reads the committed set itself, so the
     last message it handles always leaves the page with the current set, whatever order messages came in.
-    Every `HARNESS_SOCKET_REFRESH_SECONDS` it rejoins the group and reads again, which covers a message lost to a
-    Redis restart (the restarted Redis also forgot the membership).
+    Each refresh reads again, which covers a message lost on the way.
     """
 
     client_message = ApprovalsSubscribe
     expected_shape = '{"type": "subscribe"}'
     shown: list[int] | None = None
-    refresher: asyncio.Task | None = None
+    subscribed = False
 
     async def opened(self) -> None:
+        # One read and send at a time: a set read earlier can never be sent after one read later.
+        self.sending = asyncio.Lock()
         # Joined before the first read, so a change committed in between is not missed.
-        await self.channel_layer.group_add(APPROVALS_GROUP, self.channel_name)
-        self.joined = True
-
-    async def disconnect(self, code: int) -> None:
-        if self.refresher is not None:
-            self.refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.refresher
-        if getattr(self, "joined", False):
-            await self.channel_layer.group_discard(APPROVALS_GROUP, self.channel_name)
+        await self.join(APPROVALS_GROUP)
 
     async def receive_message(self, message: ApprovalsSubscribe) -> None:
-        if self.refresher is not None:
+        if self.subscribed:
             await self.fail(ErrorCode.ALREADY_SUBSCRIBED, "This connection is already subscribed.")
             return
-        self.refresher = asyncio.create_task(self._send_then_refresh())
+        self.subscribed = True
+        await self._send_if_changed()
 
-    async def _send_then_refresh(self) -> None:
-        try:
-            while True:
-                await self._send_if_changed()
-                await asyncio.sleep(settings.HARNESS_SOCKET_REFRESH_SECONDS)
-                await self.channel_layer.group_add(APPROVALS_GROUP, self.channel_name)
-        except Exception:
-            log.exception("approvals socket failed")
-            await self.close(code=CLOSE_INTERNAL_ERROR)
+    async def refresh(self) -> None:
+        await self._send_if_changed()
 
     async def approvals_changed(self, message: ApprovalsChanged) -> None:
-        if self.refresher is not None:
-            await self._send_if_changed()
+        await self._send_if_changed()
 
     async def _send_if_changed(self) -> None:
-        requests = await database_sync_to_async(open_request_ids)()
-        if requests == self.shown:
+        if not self.subscribed:
             return
-        self.shown = requests
-        await self.send_json(ApprovalsFrame(type="approvals", count=len(requests), requests=requests))
+        async with self.sending:
+            requests = await database_sync_to_async(open_request_ids)()
+            if requests == self.shown:
+                return
+            self.shown = requests
+            await self.send_json(ApprovalsFrame(type="approvals", count=len(requests), requests=requests))

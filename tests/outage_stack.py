@@ -27,13 +27,17 @@ def use_short_leases() -> None:
 
 class Outage:
     """Its own redis-server (which the test may kill and start again), daphne, RQ workers and the sweeper,
-    sharing the test database; this process's django-rq and Channels point at the same Redis."""
+    sharing the test database; this process's django-rq and Channels point at the same Redis. `env` adds to the
+    processes' environment."""
 
-    def __init__(self, settings, *, workers: int) -> None:
+    def __init__(self, settings, *, workers: int, env: dict[str, str] | None = None) -> None:
         self.redis = RedisServer().start()
         settings.RQ_QUEUES = {"default": {"URL": self.redis.url, "DEFAULT_TIMEOUT": 600}}
         settings.CHANNEL_LAYERS = {"default": channel_layer_config(self.redis.url)}
-        env = service_env(redis_url=self.redis.url, database_name=settings.DATABASES["default"]["NAME"])
+        env = {
+            **service_env(redis_url=self.redis.url, database_name=settings.DATABASES["default"]["NAME"]),
+            **(env or {}),
+        }
         self.daphne = DaphneServer(env)
         self.workers = [RQWorker(env) for _ in range(workers)]
         self.sweeper = ManagedProcess("sweeper", [sys.executable, "manage.py", "harness_recover", "--loop", "1"], env)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
@@ -73,30 +75,60 @@ def test_harness_recover_runs_one_sweep(capsys):
     assert "abandoned 0" in capsys.readouterr().out
 
 
-def _receive(layer, channel: str, count: int) -> list[dict]:
-    # In one event loop: channels-redis hands a message out again to a receive from a new loop.
-    async def receive() -> list[dict]:
-        return [await layer.receive(channel) for _ in range(count)]
+class _Listener:
+    """A member of `group` on an event loop of its own that keeps running: the pub/sub layer delivers only to
+    subscribers that are listening when a message is published."""
 
-    return async_to_sync(receive)()
+    def __init__(self, group: str) -> None:
+        from channels.layers import get_channel_layer
 
+        self.layer = get_channel_layer()
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.channel = self._run(self._join(group))
 
-def _listen(group: str):
-    from channels.layers import get_channel_layer
+    def _run(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=30)
 
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(group, channel)
-    return layer, channel
+    async def _join(self, group: str) -> str:
+        channel = await self.layer.new_channel()
+        await self.layer.group_add(group, channel)
+        return channel
+
+    def receive(self, count: int) -> list[dict]:
+        """The next `count` messages; then the listener stops (its loop would otherwise outlive the test's Redis)."""
+
+        async def receive() -> list[dict]:
+            return [await self.layer.receive(self.channel) for _ in range(count)]
+
+        try:
+            return self._run(receive())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+
+    def positions(self, count: int) -> list[int]:
+        """The positions of the next `count` frames, however many messages carried them; then it stops."""
+
+        async def receive() -> list[int]:
+            positions: list[int] = []
+            while len(positions) < count:
+                message = await self.layer.receive(self.channel)
+                positions += [frame["position"] for frame in message["frames"]]
+            return positions
+
+        try:
+            return self._run(receive())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
 
 
 def test_plain_sync_code_publishes_in_order_through_one_kept_event_loop(redis_settings):
-    layer, channel = _listen("sync-test")
+    listener = _Listener("sync-test")
     publishing._send("sync-test", {"type": "first"})
     loop = publishing._sync_loop().loop
     publishing._send("sync-test", {"type": "second"})
     assert publishing._sync_loop().loop is loop and loop.is_running()
-    assert [message["type"] for message in _receive(layer, channel, 2)] == ["first", "second"]
+    assert [message["type"] for message in listener.receive(2)] == ["first", "second"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -105,7 +137,7 @@ def test_the_worker_publishes_each_committed_batch_in_order_from_its_own_loop(re
     lease = leases.acquire(run.pk)
     run.run_id = factories.RUN_ID
     run.save(update_fields=["run_id"])
-    layer, channel = _listen(publishing.execution_group(run.execution_id))
+    listener = _Listener(publishing.execution_group(run.execution_id))
     items = factories.text_items(run.execution.thread.thread_id)
     projection = RunProjection(run)
 
@@ -116,15 +148,7 @@ def test_the_worker_publishes_each_committed_batch_in_order_from_its_own_loop(re
 
     async_to_sync(work)()
     stored = list(TimelineEvent.objects.filter(run=run).order_by("position").values_list("position", flat=True))
-
-    async def receive() -> list[int]:
-        positions: list[int] = []
-        while len(positions) < len(stored):
-            message = await layer.receive(channel)
-            positions += [frame["position"] for frame in message["frames"]]
-        return positions
-
-    assert async_to_sync(receive)() == stored
+    assert listener.positions(len(stored)) == stored
 
 
 def test_frames_queued_for_one_group_leave_in_one_message_and_in_order():

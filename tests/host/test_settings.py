@@ -47,14 +47,14 @@ def test_the_check_lists_every_bad_environment_value_at_once(tmp_path):
         SECRET_KEY="k" * 50,
         DEBUG="maybe",
         HARNESS_BEHIND_TLS_PROXY="2",
-        HARNESS_REDIS_POOL="lots",
+        HARNESS_HEALTH_QUEUE_LIMIT="lots",
         HARNESS_SOCKET_REFRESH_SECONDS="0",
         HARNESS_PORT="70000",
     )
     assert completed.returncode != 0
     assert "DEBUG='maybe' in the environment: it must be 1 or 0" in completed.stderr
     assert "HARNESS_BEHIND_TLS_PROXY='2' in the environment: it must be 1 or 0" in completed.stderr
-    assert "HARNESS_REDIS_POOL='lots' in the environment: it must be a whole number." in completed.stderr
+    assert "HARNESS_HEALTH_QUEUE_LIMIT='lots' in the environment: it must be a whole number." in completed.stderr
     assert "HARNESS_SOCKET_REFRESH_SECONDS = 0.0: it must be a number of seconds above 0." in completed.stderr
     assert "HARNESS_PORT = 70000: it must be a whole number from 1 to 65535." in completed.stderr
 
@@ -98,8 +98,8 @@ def test_the_default_settings_pass_the_check():
 @pytest.mark.parametrize(
     ("name", "value"),
     [
-        ("HARNESS_REDIS_POOL", 0),
-        ("HARNESS_REDIS_POOL", 2.5),
+        ("HARNESS_LOGIN_FAILURE_LIMIT", 0),
+        ("HARNESS_LOGIN_FAILURE_LIMIT", 2.5),
         ("HARNESS_SOCKET_SESSION_CHECK_SECONDS", float("nan")),
         ("HARNESS_SOCKET_REFRESH_SECONDS", float("inf")),
         ("HARNESS_RECOVERY_BACKOFF_SECONDS", -1),

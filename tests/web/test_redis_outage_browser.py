@@ -37,8 +37,6 @@ def test_the_banner_and_the_notice_show_while_redis_is_down_and_the_page_goes_li
     expect(connection).to_have_attribute("data-state", "live")
 
     outage.redis.kill()
-    # The live socket does not stay open and deaf: its consumer fails with the channel layer, the page retries.
-    expect(connection).not_to_have_attribute("data-state", "live", timeout=30_000)
     page.goto(f"{base_url}/")
     # The server remembers its last look at Redis for a moment (a cheap check per page); a reload after that shows it.
     wait_until(lambda: page.reload() and banner.count() == 1, timeout=15, what="the banner after a reload")

@@ -334,3 +334,36 @@ async def test_a_refresh_never_reports_an_end_before_the_events_committed_with_i
     status = await communicator.receive_json_from(timeout=5)
     assert (status["type"], status["status"]) == ("status", "completed")
     await communicator.disconnect()
+
+
+async def test_viewers_in_one_process_share_one_subscription_and_still_miss_nothing(seeded_run, monkeypatch):
+    user, run = seeded_run
+    first = await connect(user, run.execution_id)
+    await first.send_json_to({"type": "subscribe", "after": None})
+    await receive_until(first, lambda m: m["type"] == "ready")
+    # Committed without a message reaching anyone: the process remembers positions 1..1100 only.
+    await sync_to_async(factories.append_events)(run, [TextMessageContentEvent(message_id="m1", delta="quiet")])
+    reads = []
+    real_page = read_side.frames_after
+
+    def counted_page(execution_pk, after, limit=read_side.REPLAY_PAGE_SIZE):
+        reads.append(after)
+        return real_page(execution_pk, after, limit)
+
+    monkeypatch.setattr(read_side, "frames_after", counted_page)
+    second = await connect(user, run.execution_id)
+    await second.send_json_to({"type": "subscribe", "after": None})
+    replayed = await receive_until(second, lambda m: m["type"] == "ready")
+    # The second viewer's replay came from what the first one read, and the database only from there on.
+    assert reads == [1100]
+    assert [m["position"] for m in replayed if m["type"] == "event"] == list(range(1, 1102))
+    assert len(get_channel_layer().groups[execution_group(run.execution_id)]) == 1
+
+    await sync_to_async(commit_and_publish)(run, ["live"])
+    for communicator in (first, second):
+        live = await receive_until(communicator, lambda m: m.get("position") == 1102)
+        assert [m["position"] for m in live if m["type"] == "event"] == (
+            [1101, 1102] if communicator is first else [1102]
+        )
+        await communicator.disconnect()
+    assert execution_group(run.execution_id) not in get_channel_layer().groups
