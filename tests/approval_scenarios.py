@@ -1,11 +1,12 @@
 """The tools of the approval tests: a payment and a deletion, which the tests' host policies stop for approval.
 
-`tests/factories.py` builds suspended executions that wait on them (`suspended_execution`).
+The `scenario_tools` fixture adds `toolset` to the HARNESS_TOOLSETS setting; `tests/factories.py` builds
+suspended executions that wait on these tools (`suspended_execution`).
 """
 
 from __future__ import annotations
 
-from pydantic_ai import Tool
+from pydantic_ai.toolsets import FunctionToolset
 
 
 def send_payment(amount: int, to: str) -> str:
@@ -18,4 +19,5 @@ def delete_file(path: str) -> str:
     return f"deleted {path}"
 
 
-TOOLS = {tool.name: tool for tool in (Tool(send_payment), Tool(delete_file))}
+toolset = FunctionToolset([send_payment, delete_file])
+TOOLS = toolset.tools

@@ -111,12 +111,9 @@ def operator_user(django_user_model):
 
 
 @pytest.fixture
-def scenario_tools(monkeypatch):
-    """The host's tool registry holds the tools of tests/approval_scenarios.py."""
-    from runs.services import toolbox
-    from tests.approval_scenarios import TOOLS
-
-    monkeypatch.setattr(toolbox, "get_tool", TOOLS.get)
+def scenario_tools(settings):
+    """The host's tool registry also holds the tools of tests/approval_scenarios.py (in this process)."""
+    settings.HARNESS_TOOLSETS = [*settings.HARNESS_TOOLSETS, "tests.approval_scenarios.toolset"]
 
 
 @pytest.fixture(scope="session")

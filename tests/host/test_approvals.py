@@ -21,7 +21,7 @@ from runs.models import (
     RunReason,
     Verdict,
 )
-from runs.services import checkpoints, toolbox
+from runs.services import checkpoints
 from runs.services.approvals import (
     EXPIRY_MESSAGE,
     MAX_VALUE_BYTES,
@@ -31,15 +31,14 @@ from runs.services.approvals import (
     expire_overdue_requests,
     submit_decisions,
 )
-from tests.approval_scenarios import TOOLS
 from tests.factories import Suspended, suspended_execution
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def test_tools(monkeypatch):
-    monkeypatch.setattr(toolbox, "get_tool", TOOLS.get)
+def test_tools(scenario_tools):
+    """Every test here answers requests for the approval scenarios' tools."""
 
 
 @pytest.fixture

@@ -13,18 +13,16 @@ from django.urls import reverse
 from pydantic_ai import ToolCallPart
 
 from runs.models import Decision, DecisionSubmission, DeferredStatus, ExecutionStatus, HostPolicy
-from runs.services import toolbox
 from runs.services.approvals import MAX_VALUE_BYTES
 from runs.services.policy import publish_policy_version
-from tests.approval_scenarios import TOOLS
 from tests.factories import Suspended, suspended_execution
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def test_tools(monkeypatch):
-    monkeypatch.setattr(toolbox, "get_tool", TOOLS.get)
+def test_tools(scenario_tools):
+    """Every test here answers requests for the approval scenarios' tools."""
 
 
 @pytest.fixture

@@ -11,12 +11,11 @@ from django.urls import reverse
 from pydantic_ai import ToolCallPart
 
 from runs.models import Decision
-from runs.services import cancellation, toolbox
+from runs.services import cancellation
 from runs.services.approvals import Answer, submit_decisions
 from runs.services.audit import CSV_COLUMNS
 from runs.services.redaction import REDACTED
 from tests import factories
-from tests.approval_scenarios import TOOLS
 from tests.factories import suspended_execution
 
 pytestmark = pytest.mark.django_db
@@ -25,8 +24,8 @@ EXPORT = reverse("runs:approval_audit_export")
 
 
 @pytest.fixture(autouse=True)
-def test_tools(monkeypatch):
-    monkeypatch.setattr(toolbox, "get_tool", TOOLS.get)
+def test_tools(scenario_tools):
+    """Every test here answers requests for the approval scenarios' tools."""
 
 
 @pytest.fixture

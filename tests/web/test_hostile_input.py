@@ -18,10 +18,9 @@ from pydantic_ai import ToolCallPart
 
 from observers.routing import websocket_urlpatterns
 from runs.models import AgentProfile, Checkpoint, DecisionSubmission, Execution, HostPolicy, Thread
-from runs.services import executions, toolbox
+from runs.services import executions
 from tests import factories
 from tests.agui_http import run_input
-from tests.approval_scenarios import TOOLS
 from tests.factories import demo_profile, suspended_execution
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -321,8 +320,7 @@ def test_an_event_position_beyond_64_bits_is_404(client_in):
 
 
 @pytest.fixture
-def suspended(monkeypatch):
-    monkeypatch.setattr(toolbox, "get_tool", TOOLS.get)
+def suspended(scenario_tools):
     return suspended_execution()
 
 
@@ -382,8 +380,7 @@ def test_a_hostile_decision_set_is_refused_whole(client_in, suspended, changes):
     assert not DecisionSubmission.objects.exists()
 
 
-def test_a_hostile_answer_to_a_question_is_refused(client_in, monkeypatch):
-    monkeypatch.setattr(toolbox, "get_tool", TOOLS.get)
+def test_a_hostile_answer_to_a_question_is_refused(client_in, scenario_tools):
     question = ToolCallPart("ask_user_question", {"question": "Which region?"}, tool_call_id="q")
     asked = suspended_execution(approvals=(), calls=(question,), questions=("q",))
     call_id = "q"

@@ -27,10 +27,9 @@ from pydantic_ai import ToolCallPart
 
 from runs.harness import HarnessRunResult, PendingDeferredCalls
 from runs.models import DeferredRequest, Execution
-from runs.services import runner, toolbox
+from runs.services import runner
 from runs.services.checkpoints import load
 from tests import factories
-from tests.approval_scenarios import TOOLS
 from tests.conftest import log_in
 from tests.factories import suspended_execution
 from tests.web.timeline_page import screenshot, wait_until_drawn
@@ -39,8 +38,8 @@ LONG_TOKEN = "x" * 600
 
 
 @pytest.fixture(autouse=True)
-def approval_tools(monkeypatch):
-    monkeypatch.setattr(toolbox, "get_tool", TOOLS.get)
+def approval_tools(scenario_tools):
+    """Every test here answers requests for the approval scenarios' tools."""
 
 
 def long_token_execution() -> Execution:

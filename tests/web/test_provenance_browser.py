@@ -10,9 +10,8 @@ from ag_ui.core import RunFinishedEvent, RunStartedEvent, ToolCallResultEvent
 from playwright.sync_api import expect
 
 from runs.models import Execution, ExecutionStatus, Run, RunStatus
-from runs.services import forks, toolbox
+from runs.services import forks
 from tests import factories
-from tests.approval_scenarios import TOOLS
 from tests.factories import suspended_execution
 from tests.web.timeline_page import wait_until_drawn
 
@@ -20,8 +19,8 @@ EXACT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$")
 
 
 @pytest.fixture(autouse=True)
-def approval_tools(monkeypatch):
-    monkeypatch.setattr(toolbox, "get_tool", TOOLS.get)
+def approval_tools(scenario_tools):
+    """Every test here answers requests for the approval scenarios' tools."""
 
 
 def forked_execution():

@@ -20,9 +20,8 @@ from django.utils import timezone
 from harness_site.settings import channel_layer_config
 from runs.management.commands import harness_demo
 from runs.models import Checkpoint, Execution, ExecutionStatus, Run, RunStatus, StartSubmission, Thread
-from runs.services import executions, queueing, recovery, starts, toolbox
+from runs.services import executions, queueing, recovery, starts
 from tests import factories
-from tests.approval_scenarios import TOOLS
 from tests.factories import suspended_execution
 from tests.services import free_port
 
@@ -98,8 +97,7 @@ def test_starting_work_while_the_queue_is_unreachable_answers_with_a_notice_and_
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_approval_accepted_while_the_queue_is_down_says_the_resume_waits(dead_queue, browser_like, monkeypatch):
-    monkeypatch.setattr(toolbox, "get_tool", TOOLS.get)
+def test_an_approval_accepted_while_the_queue_is_down_says_the_resume_waits(dead_queue, browser_like, scenario_tools):
     suspended = suspended_execution()
     client = browser_like
     fields = dict(
