@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from tests.services import CHROMIUM, CHROMIUM_ARGS
 
-from .context import Context
+from .context import BenchContext
 from .measure import Comparison, Report, Stats, Target
 from .sockets import daphne, operator_cookie, seed_timeline, timeline_events
 from .synthetic import SIZES, SyntheticRun, synthetic_run
@@ -34,7 +34,7 @@ new MutationObserver(() => {
 """
 
 
-def _source(context: Context) -> tuple[SyntheticRun, int]:
+def _source(context: BenchContext) -> tuple[SyntheticRun, int]:
     """The run whose timeline prefix is the page's execution: 20,000 events (fewer in quick mode)."""
     if context.quick:
         synthetic = synthetic_run(SIZES["1k"])
@@ -43,7 +43,7 @@ def _source(context: Context) -> tuple[SyntheticRun, int]:
     return synthetic, min(EVENTS, len(timeline_events(synthetic)))
 
 
-def run(context: Context) -> Report:
+def run(context: BenchContext) -> Report:
     from playwright.sync_api import sync_playwright
 
     from runs.models import TimelineEvent

@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ("Context",)
+__all__ = ("BenchContext",)
 
 
 @dataclass(frozen=True)
-class Context:
+class BenchContext:
     quick: bool
     repeats: int
     sizes: tuple[str, ...]

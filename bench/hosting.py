@@ -19,7 +19,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, DeltaToolCalls, FunctionModel
 
-from .context import Context
+from .context import BenchContext
 from .measure import Comparison, Report, Target, measure_interleaved, stopwatch
 
 __all__ = ("run",)
@@ -129,7 +129,7 @@ class _Host:
         }
 
 
-def run(context: Context) -> Report:
+def run(context: BenchContext) -> Report:
     report = Report("hosting", context.database, context.quick, context.repeats)
     deltas = QUICK_DELTAS if context.quick else DELTAS
     host = _Host(deltas)

@@ -33,7 +33,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from .context import Context
+from .context import BenchContext
 from .measure import Comparison, Report, Target, measure_pair, stopwatch
 from .synthetic import SIZES, SyntheticRun, synthetic_run
 from .writer import write_like_worker
@@ -297,7 +297,7 @@ def _stored_bytes(synthetic: SyntheticRun) -> dict[str, Any]:
     }
 
 
-def run(context: Context) -> Report:
+def run(context: BenchContext) -> Report:
 
     report = Report("journal", context.database, context.quick, context.repeats)
     window = QUICK_WINDOW if context.quick else WINDOW

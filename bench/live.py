@@ -20,7 +20,7 @@ from bisect import bisect_left
 
 from asgiref.sync import async_to_sync
 
-from .context import Context
+from .context import BenchContext
 from .measure import Comparison, Report, Stats, Target
 from .sockets import daphne, operator_cookie, timeline_events
 from .synthetic import SIZES, synthetic_run
@@ -108,7 +108,7 @@ def _once(server, cookie: str, synthetic, positions: list[int]) -> tuple[list[fl
     return latencies, after_commit, achieved
 
 
-def run(context: Context) -> Report:
+def run(context: BenchContext) -> Report:
     report = Report("live", context.database, context.quick, context.repeats)
     size = "0.3k" if context.quick else "1k"
     synthetic = synthetic_run(SIZES[size])

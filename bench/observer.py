@@ -16,7 +16,7 @@ from pydantic_ai.ui.ag_ui import AGUIEventStream
 from observers.agui import HarnessAguiStreamObserver
 from runs.harness import HarnessEvent, HarnessExtensionEvent
 
-from .context import Context
+from .context import BenchContext
 from .measure import Comparison, Report, Target, measure_pair, stopwatch
 from .synthetic import SIZES, SyntheticRun, synthetic_run
 
@@ -80,7 +80,7 @@ def _decode_only(run: Any) -> float:
     return elapsed()
 
 
-def run(context: Context) -> Report:
+def run(context: BenchContext) -> Report:
     from .host import discard, leased_run, seed_journal
 
     report = Report("observer", context.database, context.quick, context.repeats)

@@ -21,7 +21,7 @@ from typing import Any
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import serve
 
-from .context import Context
+from .context import BenchContext
 from .measure import Comparison, Report, Target, measure_pair, stopwatch
 from .sockets import daphne, operator_cookie, seed_timeline
 from .synthetic import SIZES, synthetic_run
@@ -117,7 +117,7 @@ async def _read_and_send_raw(execution_pk: int) -> float:
                 return elapsed()
 
 
-def run(context: Context) -> Report:
+def run(context: BenchContext) -> Report:
     from .host import discard, leased_run
 
     report = Report("replay", context.database, context.quick, context.repeats)

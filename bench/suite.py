@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from .context import Context
+from .context import BenchContext
 from .sockets import stop_daphne
 
 __all__ = ("BENCHMARKS", "main")
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     from .host import configure
 
     configure(args.database_url, args.redis_url)
-    context = Context(
+    context = BenchContext(
         quick=args.quick,
         repeats=args.repeats,
         sizes=tuple(args.sizes.split(",")),

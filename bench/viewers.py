@@ -22,7 +22,7 @@ from bisect import bisect_left
 
 from asgiref.sync import async_to_sync
 
-from .context import Context
+from .context import BenchContext
 from .live import _percentile, _positions_by_item
 from .measure import Comparison, Report, Stats, Target
 from .sockets import daphne, operator_cookie
@@ -118,7 +118,7 @@ def _once(server, cookie: str, synthetic, positions: list[int], viewers: int, ra
     }
 
 
-def run(context: Context) -> Report:
+def run(context: BenchContext) -> Report:
     report = Report("viewers", context.database, context.quick, context.repeats)
     synthetic = synthetic_run(SIZES["0.3k"])
     positions = _positions_by_item(synthetic)

@@ -16,7 +16,7 @@ HIDDEN_FIELD = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)"'
 
 
 @dataclass(frozen=True)
-class Answer:
+class HttpReply:
     status: int
     location: str
     body: str
@@ -34,20 +34,20 @@ class HttpSession:
         self.cookies = http.cookiejar.CookieJar()
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.cookies), _NoRedirects())
 
-    def _send(self, path: str, data: dict[str, object] | None = None) -> Answer:
+    def _send(self, path: str, data: dict[str, object] | None = None) -> HttpReply:
         body = None if data is None else urllib.parse.urlencode({k: str(v) for k, v in data.items()}).encode()
         headers = {"Referer": self.base_url + path}
         request = urllib.request.Request(self.base_url + path, data=body, headers=headers)
         try:
             with self.opener.open(request, timeout=self.timeout) as response:
-                return Answer(response.status, response.headers.get("Location", ""), response.read().decode())
+                return HttpReply(response.status, response.headers.get("Location", ""), response.read().decode())
         except urllib.error.HTTPError as error:
-            return Answer(error.code, error.headers.get("Location", ""), error.read().decode(errors="replace"))
+            return HttpReply(error.code, error.headers.get("Location", ""), error.read().decode(errors="replace"))
 
-    def get(self, path: str) -> Answer:
+    def get(self, path: str) -> HttpReply:
         return self._send(path)
 
-    def post(self, path: str, data: dict[str, object]) -> Answer:
+    def post(self, path: str, data: dict[str, object]) -> HttpReply:
         return self._send(path, data)
 
     def form(self, page: str, action: str) -> dict[str, str]:

@@ -1,10 +1,16 @@
 """Architecture rules run with the test suite: the pure packages stay pure (import-linter), the code is linted, and the
 pure packages' type annotations hold (mypy with the pydantic plugin, configured in pyproject.toml)."""
 
+import ast
 import shutil
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
+
+import ag_ui.core
+import pydantic_ai
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -19,8 +25,20 @@ def test_import_contracts_hold():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_import_contract_catches_django_in_the_engine(tmp_path):
-    """Guard the guard: a module in runs.harness importing django must make the contract fail.
+PROBES = [
+    # (module planted into a copy of the packages, its source, the contract it must break)
+    ("runs/harness/_contract_probe.py", "import django", "pure: no Django, Channels or RQ"),
+    ("runs/services/contract_probe.py", "from runs.harness._stream import HarnessRunStream", "No deep imports"),
+    ("runs/services/contract_probe.py", "from observers.agui._observer import HarnessAguiObserver", "No deep imports"),
+    ("runs/services/contract_probe.py", "import runs.views", "Layers:"),
+    ("observers/agui/_contract_probe.py", "import runs.services", "Layers:"),
+    ("runs/services/contract_probe.py", "import observers.consumers", "One-way between the apps"),
+]
+
+
+@pytest.mark.parametrize(("path", "source", "contract"), PROBES, ids=[probe[2] + " " + probe[1] for probe in PROBES])
+def test_each_import_contract_catches_its_offender(tmp_path, path, source, contract):
+    """Guard the guards: one offending import must break the contract that forbids it.
 
     The offender goes into a copy of the packages, never into the checkout, where parallel runs would see it;
     lint-imports reads the copy's configuration and finds the copy first on its path (its working directory).
@@ -28,10 +46,18 @@ def test_import_contract_catches_django_in_the_engine(tmp_path):
     for package in ("runs", "observers", "agui_api"):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
-    (tmp_path / "runs" / "harness" / "_contract_probe.py").write_text("import django  # noqa: F401\n")
+    (tmp_path / path).write_text(source + "  # noqa: F401\n")
     result = run(str(BIN / "lint-imports"), "--no-cache", cwd=tmp_path)
     assert result.returncode != 0
-    assert "runs.harness._contract_probe" in result.stdout
+    assert contract_status(result.stdout, contract) == "BROKEN", result.stdout
+    assert path.removesuffix(".py").replace("/", ".") in result.stdout
+
+
+def contract_status(report: str, contract: str) -> str:
+    """KEPT or BROKEN, as lint-imports' summary says of the contract whose name starts with `contract`."""
+    after = " ".join(report.split()).split(contract, 1)[1]
+    kept, broken = after.find("KEPT"), after.find("BROKEN")
+    return "BROKEN" if broken != -1 and (kept == -1 or broken < kept) else "KEPT"
 
 
 def test_ruff_lint_is_clean():
@@ -49,3 +75,39 @@ def test_the_pure_packages_type_check(settings):
     # Its cache goes to this run's var directory: runs in parallel must not share one.
     result = run(str(BIN / "mypy"), "--cache-dir", str(settings.HARNESS_VAR_DIR / "mypy_cache"))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# Django finds a management command by this class name in its module; nothing else may share a type's name.
+REQUIRED_NAMES = {"Command"}
+SOURCES = ("runs", "observers", "agui_api", "harness_site", "bench", "tests")
+
+
+def _declares_a_type(node: ast.stmt) -> str | None:
+    """The name of a class, type alias or type variable a module-level statement declares."""
+    if isinstance(node, ast.ClassDef):
+        return node.name
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return node.target.id if isinstance(node.annotation, ast.Name) and node.annotation.id == "TypeAlias" else None
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+        return None
+    name, value = node.targets[0].id, node.value
+    is_alias = isinstance(value, ast.Subscript) or (isinstance(value, ast.BinOp) and isinstance(value.op, ast.BitOr))
+    is_variable = isinstance(value, ast.Call) and getattr(value.func, "id", None) in ("TypeVar", "NewType")
+    return name if (is_alias or is_variable) and name[:1].isupper() and not name.isupper() else None
+
+
+def test_no_two_types_share_a_name():
+    """A name means one type: across the project, and apart from pydantic-ai's and AG-UI's own types."""
+    declared: dict[str, list[str]] = defaultdict(list)
+    for source in SOURCES:
+        for path in sorted((ROOT / source).rglob("*.py")):
+            if "migrations" in path.parts or "node_modules" in path.parts:
+                continue
+            for node in ast.parse(path.read_text()).body:
+                if (name := _declares_a_type(node)) and name not in REQUIRED_NAMES:
+                    declared[name].append(str(path.relative_to(ROOT)))
+    libraries = {name: "pydantic_ai" for name in dir(pydantic_ai)} | {name: "ag_ui.core" for name in dir(ag_ui.core)}
+    twice = {name: places for name, places in declared.items() if len(places) > 1}
+    shadowing = {name: (places, libraries[name]) for name, places in declared.items() if name in libraries}
+    assert not twice, twice
+    assert not shadowing, shadowing

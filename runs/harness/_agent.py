@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic
 
 from pydantic_ai import Agent, Tool, UsageLimits, UserContent
 from pydantic_ai import DeferredToolRequests as NativeDeferredToolRequests
@@ -17,6 +17,7 @@ from ._context import AgentContext, RunBindings
 from ._errors import RunError
 from ._events import HarnessRunResultEvent
 from ._recovery import ToolRecoveryMode
+from ._result import OutputT
 from ._state import HarnessState
 from ._stream import HarnessRunStream
 
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
     from ._shell import ShellEnvironment
 
 __all__ = ("AgentDefinition", "ExecutableAgent")
-
-OutputT = TypeVar("OutputT")
 
 
 @dataclass(frozen=True, kw_only=True)

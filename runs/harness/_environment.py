@@ -24,7 +24,7 @@ from ._shell import ShellAction, ShellSignal
 
 __all__ = ("SHELL_TOOL_NAMES", "DynamicEnvironmentCapability")
 
-Seconds = Annotated[float, Field(ge=0, le=60)]
+WaitSeconds = Annotated[float, Field(ge=0, le=60)]
 Offset = Annotated[int, Field(ge=0)]
 PageBytes = Annotated[int, Field(ge=1024, le=65536)]
 
@@ -42,7 +42,7 @@ async def _refusing(action: Awaitable[ResultT]) -> ResultT | ShellRefusal:
 
 
 async def shell_exec(
-    ctx: RunContext[AgentContext], command: str, yield_time_seconds: Seconds = 10, page_bytes: PageBytes = 16384
+    ctx: RunContext[AgentContext], command: str, yield_time_seconds: WaitSeconds = 10, page_bytes: PageBytes = 16384
 ) -> ShellPage | ShellRefusal:
     """Start a shell command; wait up to `yield_time_seconds` for it, then return its status and first output.
 
@@ -67,7 +67,7 @@ async def shell_wait(
     process_id: str,
     stdout_offset: Offset,
     stderr_offset: Offset,
-    timeout_seconds: Seconds = 0,
+    timeout_seconds: WaitSeconds = 0,
     page_bytes: PageBytes = 16384,
 ) -> ShellPage | ShellRefusal:
     """Wait up to `timeout_seconds` for the command to end (0 polls), then read output at the given offsets.

@@ -16,13 +16,14 @@ from typing import (
     Literal,
     Protocol,
     TypeAlias,
-    TypeVar,
     Union,
     runtime_checkable,
 )
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 from pydantic_ai import AgentStreamEvent
+
+from ._result import OutputT
 
 if TYPE_CHECKING:
     from ._result import HarnessRunResult
@@ -43,7 +44,6 @@ __all__ = (
     "utc_now",
 )
 
-OutputT = TypeVar("OutputT")
 
 ExtensionKind = Literal[
     "context", "state", "recovery", "invocation", "delegation", "usage", "lifecycle", "tool", "diagnostic"

@@ -12,7 +12,7 @@ import asyncio
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal
 
 from pydantic import JsonValue
 from pydantic_ai import (
@@ -49,7 +49,7 @@ from ._inputs import InputSource, InputTextEvent, prompt_text, steering_inputs
 from ._interrupted import InterruptedResponseTracker, normalize_interrupted_history
 from ._model_errors import describe_model_error
 from ._recovery import TOOL_RECOVERY_MODES, ToolRecoveryCapability, ToolRecoveryMode, prepare_tool_recovery
-from ._result import FailureDetails, HarnessRunResult, RunUsageSummary, SafeFailure
+from ._result import FailureDetails, HarnessRunResult, OutputT, RunUsageSummary, SafeFailure
 from ._run_shell import RunShell
 from ._shell import ShellEnvironment
 from ._state import HarnessState, HistoryEncoder, encode_environment_states
@@ -59,7 +59,6 @@ if TYPE_CHECKING:
 
 __all__ = ("QUEUE_CAPACITY", "HarnessRunStream", "new_run_id")
 
-OutputT = TypeVar("OutputT")
 
 QUEUE_CAPACITY = 64
 # The longest exception message a failure keeps in its details.

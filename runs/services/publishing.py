@@ -57,7 +57,7 @@ APPROVALS_GROUP = "approvals"
 # How long plain sync code waits for one send before logging it as failed and going on.
 SEND_TIMEOUT_SECONDS = 10.0
 
-Message = tuple[str, GroupMessage]
+GroupSend = tuple[str, GroupMessage]
 
 
 def execution_group(execution_pk: int) -> str:
@@ -76,13 +76,13 @@ async def _group_send(layer: BaseChannelLayer, group: str, message: GroupMessage
         log.warning("could not publish %s to %s", message.get("type"), group, exc_info=True)
 
 
-def _coalesced(messages: list[Message]) -> list[Message]:
+def _coalesced(messages: list[GroupSend]) -> list[GroupSend]:
     """The messages in order, consecutive frames for one group joined into one message.
 
     Each send costs Redis round trips for the group and its members; frames committed while the previous send
     was under way can share one.
     """
-    joined: list[Message] = []
+    joined: list[GroupSend] = []
     for group, message in messages:
         if joined and message["type"] == "timeline.append":
             last_group, last = joined[-1]
@@ -99,7 +99,7 @@ class _WorkerSender:
     def __init__(self, layer: BaseChannelLayer) -> None:
         self._layer = layer
         self._loop = asyncio.get_running_loop()
-        self._queue: asyncio.Queue[Message] = asyncio.Queue()
+        self._queue: asyncio.Queue[GroupSend] = asyncio.Queue()
         self._task = asyncio.create_task(self._run(), name="harness-publisher")
 
     def put(self, group: str, message: GroupMessage) -> None:
@@ -201,7 +201,7 @@ def publish_frames(execution_pk: int, frames: list[TimelineFrame]) -> None:
     transaction.on_commit(lambda: _send(execution_group(execution_pk), message))
 
 
-def _status_messages(execution_pk: int) -> list[Message]:
+def _status_messages(execution_pk: int) -> list[GroupSend]:
     execution = Execution.objects.filter(pk=execution_pk).first()
     if execution is None:
         return []

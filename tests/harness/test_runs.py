@@ -21,7 +21,7 @@ from .streams import call_then_echo
 RUN_ID = re.compile(r"^run-[0-9a-f]{32}$")
 
 
-class Recorder:
+class ModelRecorder:
     """A scripted model that answers every prompt with "echo: <prompt>" and records what it saw."""
 
     def __init__(self, name: str = "scripted") -> None:
@@ -49,7 +49,7 @@ def fresh_bindings() -> RunBindings:
 
 async def test_seed_sample_continue_a_thread():
     """T19 / seed "Continuing a Thread", as written: same thread, new run, history carried over."""
-    recorder = Recorder()
+    recorder = ModelRecorder()
     executable = AgentDefinition(model=recorder.model, tools=[lookup]).build()
 
     initial_state = HarnessState.new(thread_id="thr_productthread1")
@@ -69,7 +69,7 @@ async def test_seed_sample_continue_a_thread():
 
 
 async def test_tool_run_keeps_the_whole_exchange():
-    recorder = Recorder()
+    recorder = ModelRecorder()
     executable = AgentDefinition(model=recorder.model, tools=[lookup]).build()
     result = await executable.run("use the tool")
 
@@ -84,7 +84,7 @@ async def test_tool_run_keeps_the_whole_exchange():
 
 async def test_each_run_uses_only_its_own_bindings():
     """T20: a model bound for run 1 is not used by run 2."""
-    definition_model, bound_model = Recorder("definition"), Recorder("bound")
+    definition_model, bound_model = ModelRecorder("definition"), ModelRecorder("bound")
     executable = AgentDefinition(model=definition_model.model).build()
 
     first = await executable.run("one", bindings=RunBindings(model=bound_model.model))
@@ -97,7 +97,7 @@ async def test_each_run_uses_only_its_own_bindings():
 
 async def test_continued_thread_runs_under_the_current_system_prompt():
     """T21: old system prompts are replaced by the current definition's one."""
-    recorder = Recorder()
+    recorder = ModelRecorder()
     old = HarnessState.new(
         thread_id="thr_prompts1",
         message_history=[
@@ -128,7 +128,7 @@ async def test_continued_thread_runs_under_the_current_system_prompt():
 
 async def test_a_provider_suspended_response_keeps_its_system_prompt():
     """T51 / S63: a history ending in a provider-suspended response is handed on as it is, old prompt included."""
-    recorder = Recorder()
+    recorder = ModelRecorder()
     history = [
         ModelRequest(parts=[SystemPromptPart("old rules"), *ModelRequest.user_text_prompt("hi").parts]),
         ModelResponse(parts=[TextPart("still working")], state="suspended"),
@@ -143,7 +143,7 @@ async def test_a_provider_suspended_response_keeps_its_system_prompt():
 
 async def test_the_thread_id_is_the_conversation_id_of_every_message():
     """S40: pydantic-ai correlates the history (and model-session affinity) by the thread id."""
-    recorder = Recorder()
+    recorder = ModelRecorder()
     executable = AgentDefinition(model=recorder.model).build()
     first = await executable.run("one", previous_state=HarnessState.new(thread_id="thr_affinity1"))
     branch = await executable.run("two", previous_state=first.state.fork(thread_id="thr_affinity2"))
@@ -156,7 +156,7 @@ async def test_the_thread_id_is_the_conversation_id_of_every_message():
 
 async def test_forked_state_continues_as_the_branch():
     """T17: a run on a fork reports the branch id; the source thread is unaffected."""
-    executable = AgentDefinition(model=Recorder().model).build()
+    executable = AgentDefinition(model=ModelRecorder().model).build()
     first = await executable.run("start", previous_state=HarnessState.new(thread_id="thr_main1"))
     source_json = first.state.model_dump_json()
 
@@ -193,7 +193,7 @@ async def test_environment_states_are_not_copied_into_the_next_run():
         thread_id="thr_env1",
         environment_states={"m": EnvironmentState(provider_key="local", state_version="1", state={"cwd": "/"})},
     )
-    result = await AgentDefinition(model=Recorder().model).build().run("go", previous_state=previous)
+    result = await AgentDefinition(model=ModelRecorder().model).build().run("go", previous_state=previous)
     assert result.state.environment_states == {}
 
 
@@ -201,7 +201,7 @@ async def test_unknown_top_level_fields_travel_through_a_run():
     previous = HarnessState.model_validate(
         {**HarnessState.new(thread_id="thr_extra1").model_dump(mode="json"), "future": {"keep": True}}
     )
-    result = await AgentDefinition(model=Recorder().model).build().run("go", previous_state=previous)
+    result = await AgentDefinition(model=ModelRecorder().model).build().run("go", previous_state=previous)
     assert result.state.model_extra == {"future": {"keep": True}}
 
 

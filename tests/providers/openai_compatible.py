@@ -18,7 +18,7 @@ USAGE = {"prompt_tokens": 57, "completion_tokens": 11, "total_tokens": 68}
 
 
 @dataclass
-class Script:
+class ProviderScript:
     tool_name: str = "lookup_record"
     tool_args_chunks: tuple[str, ...] = ('{"record_id": ', '"REC-42"}')
     # Refuse every request with this status and error body instead of answering.
@@ -28,8 +28,8 @@ class Script:
 
 
 class OpenAICompatibleServer:
-    def __init__(self, script: Script | None = None) -> None:
-        self.script = script or Script()
+    def __init__(self, script: ProviderScript | None = None) -> None:
+        self.script = script or ProviderScript()
         handler = type("Handler", (_Handler,), {"script": self.script})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -48,7 +48,7 @@ class OpenAICompatibleServer:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    script: Script
+    script: ProviderScript
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # the test output stays readable

@@ -18,7 +18,7 @@ from runs.models import (
 from runs.services import executions
 from runs.services.approvals import Answer, submit_decisions
 from tests import factories
-from tests.providers.openai_compatible import ANSWER_CHUNKS, USAGE, OpenAICompatibleServer, Script
+from tests.providers.openai_compatible import ANSWER_CHUNKS, USAGE, OpenAICompatibleServer, ProviderScript
 from tests.services import free_port, wait_until
 
 
@@ -100,7 +100,7 @@ def test_a_gated_tool_call_from_a_streaming_provider_waits_for_approval_then_the
 )
 def test_a_provider_that_refuses_fails_the_run_saying_why(live_stack, status, code, said, attempts):
     factories.configure_policy(model_max_retries=1)
-    with OpenAICompatibleServer(Script(refuse_with=status)) as server:
+    with OpenAICompatibleServer(ProviderScript(refuse_with=status)) as server:
         execution = executions.start_execution(provider_thread(server.base_url), "look up REC-42")
         wait_for_status(execution, ExecutionStatus.FAILED, ExecutionStatus.COMPLETED)
     assert execution.failure_code == code

@@ -19,12 +19,14 @@ document.body.dataset.ready = "yes";
 </script></body></html>"""
 
 
-class Target(BaseModel):
+class DeployTarget(BaseModel):
     host: str = Field(pattern=r"^[a-z.]+$")
     port: int = Field(ge=1, le=65535)
 
 
-def deploy(version: str, replicas: int, target: Target, note: str | None = None, tags: list[str] | None = None) -> str:
+def deploy(
+    version: str, replicas: int, target: DeployTarget, note: str | None = None, tags: list[str] | None = None
+) -> str:
     return version
 
 
