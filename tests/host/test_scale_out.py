@@ -106,7 +106,7 @@ class Fleet:
         return "\n".join(f"--- {p.name}\n{p.log()[-1500:]}" for p in [*self.workers, *self.sweepers])
 
 
-class Viewer:
+class SocketViewer:
     """A websocket client that follows one execution until it settles, reconnecting from its cursor."""
 
     def __init__(self, daphne: DaphneServer, execution_pk: int, cookie: str) -> None:
@@ -172,7 +172,7 @@ def test_fifty_executions_survive_random_kills_and_redis_restarts(fleet, operato
 
     cookie = cookie_of(operator_user)
     watched = started[::WATCHED_EVERY]
-    viewers = [Viewer(daphne, pk, cookie) for pk in watched for daphne in fleet.daphnes]
+    viewers = [SocketViewer(daphne, pk, cookie) for pk in watched for daphne in fleet.daphnes]
     followed: list[bool] = []
 
     async def follow_all() -> None:
