@@ -11,11 +11,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
 
-from harness_site.settings import channel_layer_config
+from harness_site.settings import HARNESS_VAR_DIR, channel_layer_config
 from tests.services import CHROMIUM, CHROMIUM_ARGS, DaphneServer, RedisServer, RQWorker, service_env
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+# Hypothesis keeps its examples and caches in this run's var directory, not in the checkout.
+set_hypothesis_home_dir(HARNESS_VAR_DIR / "hypothesis")
 
 
 def pytest_collection_modifyitems(config, items):
