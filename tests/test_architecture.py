@@ -33,6 +33,7 @@ PROBES = [
     ("runs/services/contract_probe.py", "import runs.views", "Layers:"),
     ("observers/agui/_contract_probe.py", "import runs.services", "Layers:"),
     ("runs/services/contract_probe.py", "import observers.consumers", "One-way between the apps"),
+    ("runs/services/contract_probe.py", "import observers.execution_feeds", "One-way between the apps"),
 ]
 
 
