@@ -56,7 +56,12 @@ def response_schema(request: DeferredRequest) -> dict[str, Any]:
 
 
 def interrupt_of(request: DeferredRequest, stored: Interrupt) -> Interrupt:
-    """The stored interrupt of `request` with what a client needs to answer it."""
+    """The stored interrupt of `request` with what a client needs to answer it; a Host-managed child's is
+    answered by the Host when the child ends, so it gets a message and no answer schema."""
+    if request.kind == DeferredKind.CHILD:
+        return stored.model_copy(
+            update={"reason": request.kind, "message": "Waiting for a child execution the Host runs."}
+        )
     tool_metadata = (stored.metadata or {}).get("tool_metadata") or {}
     if request.kind == DeferredKind.QUESTION and isinstance(tool_metadata.get("question"), str):
         message = tool_metadata["question"]

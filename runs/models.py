@@ -158,6 +158,7 @@ class ExecutionTrigger(models.TextChoices):
     DEMO = "demo"
     FORK = "fork"
     API = "api"
+    CHILD = "child"
 
 
 class Execution(models.Model):
@@ -179,6 +180,10 @@ class Execution(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     cancelled_at = models.DateTimeField(null=True, blank=True, help_text="When cancellation was asked for.")
+    # A Host-managed child: the parent's request this execution answers when it ends (one child per request).
+    parent_request = models.OneToOneField(
+        "DeferredRequest", null=True, blank=True, on_delete=models.SET_NULL, related_name="child_execution"
+    )
 
     class Meta:
         constraints = [
@@ -378,6 +383,8 @@ class DeferredKind(models.TextChoices):
     APPROVAL = "approval"
     EXTERNAL = "external"
     QUESTION = "question"
+    # Answered by the Host when the child execution it started ends, never by an operator.
+    CHILD = "child"
 
 
 class DeferredStatus(models.TextChoices):
@@ -433,6 +440,8 @@ class Verdict(models.TextChoices):
     ANSWERED = "answered"
     EXPIRED = "expired"
     CANCELLED = "cancelled"
+    # A Host-managed child failed or was cancelled: its parent's call fails.
+    FAILED = "failed"
 
 
 class Decision(models.Model):

@@ -90,9 +90,18 @@ def terminal_event(
 
 
 def interrupts(deferred: PendingDeferredCalls, tool_call_id: Callable[[str], str] = str) -> list[Interrupt]:
-    """One `Interrupt` per deferred call, approvals first, identified by the target call the answer is for."""
+    """One `Interrupt` per deferred call, approvals first, identified by the target call the answer is for.
+
+    A Host-managed child's call has the reason "child": the Host answers it when the child ends, not a client.
+    """
     return [_interrupt(call, "approval", deferred, tool_call_id) for call in deferred.approvals] + [
-        _interrupt(call, "external", deferred, tool_call_id) for call in deferred.calls
+        _interrupt(
+            call,
+            "child" if call.target_call.tool_call_id in deferred.children else "external",
+            deferred,
+            tool_call_id,
+        )
+        for call in deferred.calls
     ]
 
 

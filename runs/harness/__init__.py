@@ -16,6 +16,7 @@ from ._approval_rules import (
 )
 from ._boundaries import BOUNDARY_TYPE, CheckpointBoundaries, boundary_of
 from ._capability_state import AgentContextState
+from ._children import CHILD_METADATA_KEY, ChildRequest, child_request_of, host_child_tool
 from ._codec import (
     CODEC_VERSION,
     CodecError,
@@ -27,7 +28,7 @@ from ._codec import (
     item_kind,
 )
 from ._context import AgentContext, RunBindings
-from ._deferred import DeferredToolCall, DeferredToolResume, PendingDeferredCalls
+from ._deferred import DeferredItemKind, DeferredToolCall, DeferredToolResume, PendingDeferredCalls
 from ._delegation import inline_delegation_tool
 from ._environment import SHELL_TOOL_NAMES, DynamicEnvironmentCapability
 from ._errors import DefinitionError, HarnessError, RunCleanupError, RunError, StateError
@@ -71,6 +72,7 @@ from ._tools import RECOVERY_RETRY_SAFE_METADATA_KEY, is_recovery_retryable, rec
 __all__ = (
     "APPROVAL_CAPABILITY_ID",
     "BOUNDARY_TYPE",
+    "CHILD_METADATA_KEY",
     "CODEC_VERSION",
     "INTERRUPTED_TOOL_RESULT",
     "RECOVERY_RETRY_SAFE_METADATA_KEY",
@@ -88,7 +90,9 @@ __all__ = (
     "ArgumentCondition",
     "CapabilityState",
     "CheckpointBoundaries",
+    "ChildRequest",
     "CodecError",
+    "DeferredItemKind",
     "DeferredToolCall",
     "DeferredToolResults",
     "DeferredToolResume",
@@ -136,10 +140,12 @@ __all__ = (
     "SuspendReason",
     "ToolRecoveryMode",
     "boundary_of",
+    "child_request_of",
     "decode_item",
     "decode_resume",
     "encode_item",
     "encode_resume",
+    "host_child_tool",
     "inline_delegation_tool",
     "is_recovery_retryable",
     "item_kind",

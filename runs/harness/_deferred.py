@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from copy import deepcopy
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 from urllib.parse import quote
 
 import pydantic_core
@@ -33,8 +33,9 @@ from pydantic_ai import (
     ToolFailed,
     ToolReturn,
 )
-from pydantic_ai.tools import DeferredToolKind, RunContext, ToolDefinitionKind
+from pydantic_ai.tools import RunContext, ToolDefinitionKind
 
+from ._children import child_request_of
 from ._errors import DefinitionError, RunError
 from ._interrupted import answered_call_ids, latest_response_index
 
@@ -45,6 +46,7 @@ __all__ = (
     "DEFERRED_UNAVAILABLE_MESSAGE",
     "MAX_DEFERRED_METADATA_BYTES",
     "MAX_DEFERRED_REQUESTS",
+    "DeferredItemKind",
     "DeferredToolCall",
     "DeferredToolResume",
     "PendingDeferredCalls",
@@ -58,6 +60,8 @@ __all__ = (
 
 MAX_DEFERRED_REQUESTS: Final = 128
 MAX_DEFERRED_METADATA_BYTES: Final = 64 * 1024
+# pydantic-ai's three kinds, and the Host-managed child: an external call the Host answers with a child's outcome.
+DeferredItemKind = Literal["approval", "question", "external", "child"]
 DEFERRED_UNAVAILABLE_MESSAGE: Final = "Deferred interaction unavailable: this run cannot wait for approval or input."
 
 
@@ -93,13 +97,15 @@ class PendingDeferredCalls:
 
     Three categories wait for three kinds of answer: `approvals` for a verdict, and among `calls` the
     structured `questions` (target call ids of tools that deferred with `CallDeferred(kind="question")`) for
-    the user's answer, the rest for an external result.
+    the user's answer, the `children` (calls of a `host_child_tool`) for a Host-managed child's outcome, the
+    rest for an external result.
     """
 
     calls: list[DeferredToolCall] = field(default_factory=list[DeferredToolCall])
     approvals: list[DeferredToolCall] = field(default_factory=list[DeferredToolCall])
     metadata: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
     questions: list[str] = field(default_factory=list[str])
+    children: list[str] = field(default_factory=list[str])
 
     @classmethod
     def export(
@@ -130,14 +136,22 @@ class PendingDeferredCalls:
                 for call in native_requests.calls
                 if native_requests.kind(call.tool_call_id) == "question"
             ],
+            children=[
+                call.tool_call_id
+                for call in native_requests.calls
+                if child_request_of(native_requests.metadata.get(call.tool_call_id)) is not None
+            ],
         )
 
-    def kind(self, tool_call_id: str) -> DeferredToolKind:
-        """What the pending item with this target call id waits for: approval, question or external result."""
+    def kind(self, tool_call_id: str) -> DeferredItemKind:
+        """What the pending item with this target call id waits for: approval, question, child or external
+        result."""
         if any(entry.target_call.tool_call_id == tool_call_id for entry in self.approvals):
             return "approval"
         if not any(entry.target_call.tool_call_id == tool_call_id for entry in self.calls):
             raise ValueError(f"no pending deferred item has the target call id {tool_call_id!r}")
+        if tool_call_id in self.children:
+            return "child"
         return "question" if tool_call_id in self.questions else "external"
 
     def target_requests(self) -> NativeDeferredToolRequests:
@@ -212,6 +226,7 @@ class DeferredToolResume:
             approvals=approvals,
             metadata=_only(self.requests.metadata, kept),
             questions=[tool_call_id for tool_call_id in self.requests.questions if tool_call_id in kept],
+            children=[tool_call_id for tool_call_id in self.requests.children if tool_call_id in kept],
         )
         results = NativeDeferredToolResults(
             calls=_only(self.results.calls, kept),
@@ -325,6 +340,13 @@ def validate_deferred_requests(requests: PendingDeferredCalls) -> None:
             "a deferred question must be one of the external calls",
             code="deferred_request_invalid",
             details={"tool_call_ids": sorted(set(requests.questions) - set(call_targets))},
+        )
+    external = set(call_targets) - set(requests.questions)
+    if not isinstance(requests.children, list) or not set(requests.children) <= external:
+        raise RunError(
+            "a Host-managed child must be one of the external calls, and not a question",
+            code="deferred_request_invalid",
+            details={"tool_call_ids": sorted(set(requests.children) - external)},
         )
     _validate_metadata(requests.metadata, {*call_targets, *approval_targets}, "request")
 

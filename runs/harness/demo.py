@@ -9,6 +9,10 @@ The prompt chooses the behaviour (keywords, case-insensitive; several may combin
 * `ask` - calls `ask_operator`, an external tool the operator answers with text (the run suspends); "ask for
   confirmation" asks for an approval instead;
 * `delegate` / `research` - hands a task to the inline `researcher` child agent;
+* `child` - hands the rest of the prompt (after "child", e.g. "child: deploy release 2.0"; by default a deploy)
+  to a Host-managed child: an execution of its own on its own thread, on the same profile, that may ask for
+  approval; the run waits for it. Of the text before "child" only a deploy counts, asked in the same response
+  ("deploy 3.0 and a child: deploy 4.0" waits on an approval and a child at once);
 * `slow` / `long` - calls `slow_step`, which takes a few seconds (a number in the prompt sets the seconds);
 * `fail` - the model fails mid-answer like a provider error (a failure candidate);
 * `tour` - lookup, delegation, then an approval, one step after the other;
@@ -51,6 +55,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from ._agent import AgentDefinition, ExecutableAgent
+from ._children import host_child_tool
 from ._delegation import inline_delegation_tool
 from ._scripted import stream_script
 from ._tools import recovery_retryable
@@ -77,7 +82,8 @@ DEFAULT_VERSION = "1.4.2"
 INSTRUCTIONS = (
     "You are the operations assistant of the Harness Host demo. Use lookup_record and search_records to read "
     "records, deploy_release to ship a version (an operator approves it), ask_operator when you need a human "
-    "answer, delegate_to_researcher for research, and slow_step for long-running work."
+    "answer, delegate_to_researcher for research, delegate_to_child for work a child execution should do on its own "
+    "(it may need approvals), and slow_step for long-running work."
 )
 RESEARCHER_INSTRUCTIONS = "You research a task with search_records and answer with a short summary."
 
@@ -174,8 +180,32 @@ def _slow_seconds(prompt: str) -> float:
     return min(seconds, MAX_SLOW_SECONDS)
 
 
+def _child_step(prompt: str) -> _Step:
+    """The child's task is what follows the word "child" (by default a deploy); a deploy asked before it is the
+    parent's own, requested in the same response."""
+    found = re.search(r"\bchild\b[\s:,-]*(.*)", prompt, re.IGNORECASE | re.DOTALL)
+    before, task = (prompt[: found.start()], found.group(1).strip()) if found else (prompt, "")
+    calls: list[tuple[str, dict[str, Any]]] = []
+    if _has(before.lower(), "deploy", "approve", "confirm"):
+        calls.append(("deploy_release", {"version": _version(before)}))
+    calls.append(("delegate_to_child", {"task": (task or f"deploy release {_version(prompt)}")[:200]}))
+    return _Step(
+        "This work belongs in an execution of its own, which can wait for approvals.",
+        "I will hand it to a child execution.",
+        tuple(calls),
+    )
+
+
+def _fails(prompt: str) -> bool:
+    # A "fail" meant for a child fails the child, not its parent.
+    lowered = prompt.lower()
+    return _has(lowered, "fail") and not _has(lowered, "child")
+
+
 def _plan(prompt: str) -> list[_Step]:
     lowered = prompt.lower()
+    if _has(lowered, "child"):
+        return [_child_step(prompt)]
     lookup = _Step(
         "I need the record and anything related to it before answering.",
         "Let me look that up.",
@@ -235,7 +265,7 @@ def _short(content: Any) -> str:
 def demo_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     """One deterministic step of the demo agent, chosen by the prompt and the progress since it."""
     prompt, window = _prompt_window(messages)
-    if _has(prompt.lower(), "fail"):
+    if _fails(prompt):
         raise ModelHTTPError(status_code=503, model_name="demo", body={"error": "the demo provider is down"})
     steps = _plan(prompt)
     done = sum(1 for message in window if isinstance(message, ModelResponse) and message.tool_calls)
@@ -272,7 +302,7 @@ def demo_model() -> FunctionModel:
 
     async def stream_or_fail(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
         prompt, _ = _prompt_window(messages)
-        if _has(prompt.lower(), "fail"):
+        if _fails(prompt):
             yield "Preparing the report"
             yield " for you"
             raise ModelHTTPError(status_code=503, model_name="demo", body={"error": "the demo provider is down"})
@@ -349,6 +379,11 @@ def demo_definition(
             recovery_retryable(search_records),
             *_side_effect_tools(recorder or MemoryRecorder()),
             inline_delegation_tool(researcher),
+            host_child_tool(
+                "delegate_to_child",
+                description="Hand a task to a child execution the Host runs on its own thread (it may ask an "
+                "operator for approval); the answer is the child's output.",
+            ),
         ],
     )
 

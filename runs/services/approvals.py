@@ -1,10 +1,13 @@
-"""Answering a suspended run's deferred requests as one complete set, and expiring sets nobody answered.
+"""Answering a suspended run's deferred requests, and expiring requests nobody answered.
 
-A set is accepted only whole, for the checkpoint it was shown for, once per submission key; anything else is
-refused before a single row changes. An accepted set is recorded (who, when, each verdict, the exact
-arguments approved and their sha256) and handed to the execution service, which enqueues the resuming Run
-with the `DeferredToolResume` built here. The resuming Run still runs under the current policy and the
-engine's own checks; an approval recorded here is never permission to replay a call.
+A suspended run's requests form one set, answered by two hands: operators answer the approvals, external
+calls and questions (the operator part, accepted only whole, for the checkpoint it was shown for, once per
+submission key; anything else is refused before a single row changes), and the Host answers each
+Host-managed child's request when that child execution ends (`answer_child_request`). Each answer is
+recorded (who, when, each verdict, the exact arguments approved and their sha256); the answer that completes
+the set hands the execution service the `DeferredToolResume` built here from every recorded answer, which
+enqueues the resuming Run. The resuming Run still runs under the current policy and the engine's own
+checks; an approval recorded here is never permission to replay a call.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ ALLOWED_VERDICTS: Final[Mapping[str, frozenset[str]]] = {
     DeferredKind.EXTERNAL: frozenset({Verdict.EXTERNAL_RESULT, Verdict.DENIED}),
     DeferredKind.QUESTION: frozenset({Verdict.ANSWERED, Verdict.DENIED}),
 }
+# Verdicts that refuse the call: an approval is denied, any other call fails.
+_REFUSALS: Final = (Verdict.DENIED, Verdict.EXPIRED, Verdict.FAILED, Verdict.CANCELLED)
 
 
 class SubmissionRejected(Exception):
@@ -120,7 +125,13 @@ def can_decide(user: AbstractBaseUser | AnonymousUser) -> bool:
 
 
 def pending_requests(execution: Execution) -> list[DeferredRequest]:
-    """The open set: pending requests belonging to the checkpoint the thread has selected now."""
+    """The open set an operator answers: pending requests of the checkpoint the thread has selected now, but
+    for Host-managed children's (the Host answers those)."""
+    return [request for request in pending_set(execution) if request.kind != DeferredKind.CHILD]
+
+
+def pending_set(execution: Execution) -> list[DeferredRequest]:
+    """Every pending request of the checkpoint the thread has selected now, Host-managed children's included."""
     checkpoint_id = execution.thread.selected_checkpoint_id
     if checkpoint_id is None:
         return []
@@ -134,11 +145,15 @@ def pending_requests(execution: Execution) -> list[DeferredRequest]:
 def open_requests() -> QuerySet[DeferredRequest]:
     """Every request that can be answered now, oldest first: pending, of a waiting execution, in the set of the
     checkpoint its thread has selected (the inbox, the nav badge and their live updates all count these)."""
-    return DeferredRequest.objects.filter(
-        status=DeferredStatus.PENDING,
-        execution__status=ExecutionStatus.WAITING,
-        checkpoint_id=F("execution__thread__selected_checkpoint_id"),
-    ).order_by("created_at", "id")
+    return (
+        DeferredRequest.objects.filter(
+            status=DeferredStatus.PENDING,
+            execution__status=ExecutionStatus.WAITING,
+            checkpoint_id=F("execution__thread__selected_checkpoint_id"),
+        )
+        .exclude(kind=DeferredKind.CHILD)
+        .order_by("created_at", "id")
+    )
 
 
 def open_request_ids() -> list[int]:
@@ -153,7 +168,8 @@ def submit_decisions(
     answers: Sequence[Answer],
     user: AbstractBaseUser | AnonymousUser,
 ) -> DecisionSubmission:
-    """Record a complete decision set and start the resuming Run; `SubmissionRejected` changes nothing."""
+    """Record the operator part of a set, complete, and start the resuming Run once no Host-managed child's
+    request is left open; `SubmissionRejected` changes nothing."""
     if not can_decide(user):
         raise PermissionDenied("Answering deferred requests needs the runs.decide_deferred permission.")
     if not key or len(key) > 100:
@@ -183,25 +199,24 @@ def overdue_sets(now: datetime) -> list[tuple[int, int | None]]:
 
 
 def expire_request_set(execution_id: int, checkpoint_id: int | None) -> bool:
-    """Answer one overdue set with denials only; False if it was superseded or cannot be answered.
+    """Answer the operator part of one overdue set with denials only; False if it was superseded or cannot be
+    answered.
 
-    Called by the recovery sweep. The whole set of a checkpoint expires together (answers are always
-    complete sets), is recorded as a submission by nobody with verdict "expired", and resumes the run so
-    the model learns the calls were refused.
+    Called by the recovery sweep. The operator part of a checkpoint's set expires together (operators answer
+    it whole), is recorded as a submission by nobody with verdict "expired", and resumes the run (once its
+    Host-managed children, which never expire, have answered too) so the model learns the calls were refused.
     """
     with transaction.atomic():
         execution = Execution.objects.select_for_update().select_related("thread").get(pk=execution_id)
         requests = pending_requests(execution)
-        if (
-            execution.status != ExecutionStatus.WAITING
-            or execution.thread.selected_checkpoint_id != checkpoint_id
-            or not requests
-        ):
+        if execution.status != ExecutionStatus.WAITING or execution.thread.selected_checkpoint_id != checkpoint_id:
             # Superseded (a fork or a newer run moved the thread): nothing left to answer here.
             DeferredRequest.objects.filter(
                 execution_id=execution_id, checkpoint_id=checkpoint_id, status=DeferredStatus.PENDING
             ).update(status=DeferredStatus.EXPIRED)
             publish_approvals_changed()
+            return False
+        if not requests:
             return False
         answers = [Answer(r.tool_call_id, Verdict.EXPIRED, message=EXPIRY_MESSAGE) for r in requests]
         try:
@@ -253,6 +268,29 @@ def _accept(
     for request, answer in _paired(requests, answers):
         _check_answer(request, answer)
     return _record(execution, requests, answers, key=key, user=user, request_status=DeferredStatus.DECIDED)
+
+
+def answer_child_request(request: DeferredRequest, answer: Answer) -> DecisionSubmission | None:
+    """Inside the transaction that ended a Host-managed child: its outcome as the answer to the parent's
+    request, resuming the parent if that completed its set. `None` when the request no longer waits (the parent
+    was cancelled or moved on), so a repeated end answers nothing twice."""
+    execution = Execution.objects.select_for_update().select_related("thread").get(pk=request.execution_id)
+    request = DeferredRequest.objects.get(pk=request.pk)
+    if (
+        request.status != DeferredStatus.PENDING
+        or execution.status != ExecutionStatus.WAITING
+        or execution.thread.selected_checkpoint_id != request.checkpoint_id
+    ):
+        return None
+    return _record(
+        execution,
+        [request],
+        [answer],
+        key=f"child-{request.pk}",
+        user=None,
+        request_status=DeferredStatus.DECIDED,
+        timeline=False,
+    )
 
 
 def _duplicate() -> SubmissionRejected:
@@ -334,23 +372,13 @@ def _check_size(label: str, what: str, value: Any) -> None:
         )
 
 
-def _suspended_requests(requests: Sequence[DeferredRequest]) -> PendingDeferredCalls:
+def _suspended_requests(run_id: int) -> PendingDeferredCalls:
     """The exact requests the suspended run returned, from its terminal journal item."""
-    runs = {request.run_id for request in requests}
-    entry = (
-        JournalEntry.objects.filter(run_id=next(iter(runs)), kind="result.suspended").order_by("-index").first()
-        if len(runs) == 1
-        else None
-    )
+    entry = JournalEntry.objects.filter(run_id=run_id, kind="result.suspended").order_by("-index").first()
     deferred = getattr(decoded(entry).result, "deferred", None) if entry is not None else None
     if deferred is None:
         raise SubmissionRejected(
             "The suspended run's requests are not in its journal; this set cannot be answered.", code="unavailable"
-        )
-    known = {entry.target_call.tool_call_id for entry in deferred.entries()}
-    if known != {request.tool_call_id for request in requests}:
-        raise SubmissionRejected(
-            "The pending requests no longer match what the run suspended with; reload the page.", code="stale"
         )
     return deferred
 
@@ -359,7 +387,7 @@ def _native_results(requests: Sequence[DeferredRequest], answers: Sequence[Answe
     approvals: dict[str, Any] = {}
     calls: dict[str, Any] = {}
     for request, answer in _paired(requests, answers):
-        refused = answer.verdict in (Verdict.DENIED, Verdict.EXPIRED)
+        refused = answer.verdict in _REFUSALS
         if request.kind == DeferredKind.APPROVAL:
             approvals[request.tool_call_id] = (
                 ToolDenied(answer.message or ToolDenied().message)
@@ -383,21 +411,54 @@ def _record(
     key: str,
     user: AbstractBaseUser | None,
     request_status: str,
+    timeline: bool = True,
 ) -> DecisionSubmission:
-    deferred = _suspended_requests(requests)
-    approvals, calls = _native_results(requests, answers)
+    """Store answers to part of a set (`timeline`: as a decision item too), and resume the execution if that
+    completed the set."""
+    if len({request.run_id for request in requests}) != 1:
+        raise SubmissionRejected("The requests answered together must be of one suspended run.", code="stale")
+    deferred = _suspended_requests(requests[0].run_id)
+    known = {entry.target_call.tool_call_id for entry in deferred.entries()}
+    if not {request.tool_call_id for request in requests} <= known:
+        raise SubmissionRejected(
+            "The pending requests no longer match what the run suspended with; reload the page.", code="stale"
+        )
+    submission = _store(execution, requests, answers, key=key, user=user, request_status=request_status)
+    if timeline:
+        decision_items.record(submission)
+    whole = list(
+        DeferredRequest.objects.filter(run_id=requests[0].run_id, checkpoint_id=requests[0].checkpoint_id)
+        .select_related("decision")
+        .order_by("id")
+    )
+    if any(request.status == DeferredStatus.PENDING for request in whole):
+        return submission
+    if {request.tool_call_id for request in whole} != known:
+        raise SubmissionRejected(
+            "The pending requests no longer match what the run suspended with; reload the page.", code="stale"
+        )
+    approvals, calls = _native_results(whole, [_answer_of(request) for request in whole])
     try:
         results = deferred.build_results(approvals=approvals, calls=calls)
     except ValueError as exc:
         raise SubmissionRejected(
             f"The answers do not match the request categories: {exc}", code="wrong_category"
         ) from exc
-    resume = DeferredToolResume(deferred, results)
-    submission = _store(execution, requests, answers, key=key, user=user, request_status=request_status)
-    submission.resume_run = resume_execution(execution, resume)
+    submission.resume_run = resume_execution(execution, DeferredToolResume(deferred, results))
     submission.save(update_fields=["resume_run"])
-    decision_items.record(submission)
     return submission
+
+
+def _answer_of(request: DeferredRequest) -> Answer:
+    """A recorded answer as given (arguments approved as edited, results, messages)."""
+    decision = request.decision
+    return Answer(
+        request.tool_call_id,
+        decision.verdict,
+        override_args=decision.override_args,
+        result=decision.result,
+        message=decision.message,
+    )
 
 
 def record_cancellation(

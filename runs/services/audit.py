@@ -18,7 +18,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from runs.models import Decision, Execution, HostPolicyVersion, Run, Thread
+from runs.models import Decision, DeferredKind, Execution, HostPolicyVersion, Run, Thread
 
 from .redaction import redactor_for
 
@@ -35,13 +35,18 @@ class AuditFilters:
     date_to: date | None = None
 
     def decisions(self) -> QuerySet[Decision]:
-        decisions = Decision.objects.select_related(
-            "request__run",
-            "request__execution__thread",
-            "request__execution__policy_version",
-            "submission__resume_run",
-            "decided_by",
-        ).order_by("-decided_at", "-id")
+        """What people (or the expiry) decided; the Host's answers from Host-managed children are not decisions."""
+        decisions = (
+            Decision.objects.exclude(request__kind=DeferredKind.CHILD)
+            .select_related(
+                "request__run",
+                "request__execution__thread",
+                "request__execution__policy_version",
+                "submission__resume_run",
+                "decided_by",
+            )
+            .order_by("-decided_at", "-id")
+        )
         if self.thread is not None:
             decisions = decisions.filter(request__execution__thread=self.thread)
         if self.user is not None:

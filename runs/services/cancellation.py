@@ -3,7 +3,9 @@
 A running (or queued, recovering) execution is asked to stop: the worker cancels the stream at its next
 heartbeat. A waiting execution ends at once, and since that refuses the calls it waits on, it needs the same
 `runs.decide_deferred` permission as answering them: its open set is recorded as decisions `cancelled` by the
-user (a decision item in the timeline, rows in the audit), and nothing resumes.
+user (a decision item in the timeline, rows in the audit), and nothing resumes. Cancelling an execution
+cancels its Host-managed children too (by the same user), and a child that ends cancelled answers its
+parent's call with a failure (see `children`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from runs.models import DeferredRequest, DeferredStatus, Execution, ExecutionStatus
+from runs.models import ACTIVE_EXECUTION_STATUSES, DeferredRequest, DeferredStatus, Execution, ExecutionStatus
 
 from .approvals import can_decide, pending_requests, record_cancellation
+from .children import answer_parent
 from .publishing import publish_execution_status
 
 __all__ = ("cancel_execution",)
@@ -47,4 +50,11 @@ def cancel_execution(execution: Execution, *, user: AbstractBaseUser | Anonymous
             )
         Execution.objects.filter(pk=locked.pk).update(**changes)
         publish_execution_status(locked.pk)
+        if waiting:
+            answer_parent(locked.pk)
+        children = Execution.objects.filter(
+            parent_request__execution=locked, status__in=ACTIVE_EXECUTION_STATUSES
+        ).order_by("pk")
+        for child in children:
+            cancel_execution(child, user=user)
     return True

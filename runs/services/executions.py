@@ -14,6 +14,7 @@ from runs.models import (
     AgentProfile,
     Checkpoint,
     CheckpointKind,
+    DeferredRequest,
     Execution,
     ExecutionStatus,
     ExecutionTrigger,
@@ -94,9 +95,16 @@ def new_run(
 
 
 def start_execution(
-    thread: Thread, input: str, *, user: Any = None, trigger: ExecutionTrigger = ExecutionTrigger.MANUAL
+    thread: Thread,
+    input: str,
+    *,
+    user: Any = None,
+    trigger: ExecutionTrigger = ExecutionTrigger.MANUAL,
+    parent_request: DeferredRequest | None = None,
 ) -> Execution:
-    """Create an Execution and its first Run on the thread's selected checkpoint, and enqueue it."""
+    """Create an Execution and its first Run on the thread's selected checkpoint, and enqueue it.
+
+    `parent_request`: the request of a suspended run this execution answers as a Host-managed child."""
     try:
         with transaction.atomic():
             thread = Thread.objects.select_for_update().get(pk=thread.pk)
@@ -108,6 +116,7 @@ def start_execution(
                 trigger=trigger,
                 policy_version=current_policy_version(),
                 created_by=user if getattr(user, "is_authenticated", False) else None,
+                parent_request=parent_request,
             )
             new_run(execution, reason=RunReason.INITIAL, start_checkpoint=thread.selected_checkpoint)
             publish_execution_status(execution.pk)

@@ -55,6 +55,7 @@ from runs.models import (
 
 from . import checkpoints, journal, queueing
 from .approvals import expire_request_set, overdue_sets
+from .children import answer_parent
 from .executions import new_run
 from .projection import RunProjection, store_events
 from .publishing import publish_execution_status
@@ -277,6 +278,7 @@ def continue_execution(execution: Execution, *, now: datetime) -> str | None:
                 status=ExecutionStatus.FAILED, finished_at=now, failure_code=RECOVERY_EXHAUSTED, failure_message=message
             )
             publish_execution_status(execution.pk)
+            answer_parent(execution.pk)
             return "failed"
         if dead.finished_at is not None and now < dead.finished_at + backoff(dead.attempt):
             return None

@@ -52,6 +52,7 @@ from runs.models import (
 from . import checkpoints, leases
 from .agents import build_executable
 from .batching import BatchWriter
+from .children import answer_parent, start_children
 from .leases import Lease, LeaseLost
 from .policy import approval_reason, expiry_for
 from .projection import RunProjection
@@ -268,6 +269,8 @@ def _finish_execution(lease: Lease, status: ExecutionStatus, **fields: Any) -> N
     finished = {} if status == ExecutionStatus.WAITING else {"finished_at": timezone.now()}
     Execution.objects.filter(pk=lease.execution_pk).update(status=status, **finished, **fields)
     publish_execution_status(lease.execution_pk)
+    if status != ExecutionStatus.WAITING:
+        answer_parent(lease.execution_pk)
 
 
 def _record_failure(lease: Lease, code: str, message: str) -> None:
@@ -276,7 +279,7 @@ def _record_failure(lease: Lease, code: str, message: str) -> None:
         _finish_execution(lease, ExecutionStatus.FAILED, failure_code=code, failure_message=message)
 
 
-def _deferred_requests(run: Run, result: HarnessRunResult[Any], checkpoint: Any) -> None:
+def _deferred_requests(run: Run, result: HarnessRunResult[Any], checkpoint: Any) -> list[DeferredRequest]:
     deferred = result.deferred
     assert deferred is not None
     now = timezone.now()
@@ -295,7 +298,8 @@ def _deferred_requests(run: Run, result: HarnessRunResult[Any], checkpoint: Any)
             kind=kind,
             args=args,
             reason=reason,
-            expires_at=expiry_for(policy_version, now),
+            # A child's request is answered when the child ends; the approval timeout is for people.
+            expires_at=None if kind == DeferredKind.CHILD else expiry_for(policy_version, now),
         )
 
     # Rows in the order the model made the calls, so the approval form lists call-1-0 before call-1-1
@@ -308,6 +312,7 @@ def _deferred_requests(run: Run, result: HarnessRunResult[Any], checkpoint: Any)
     DeferredRequest.objects.bulk_create(
         [request(entry, DeferredKind(deferred.kind(entry.target_call.tool_call_id))) for entry in entries]
     )
+    return list(DeferredRequest.objects.filter(run=run, checkpoint=checkpoint).order_by("id"))
 
 
 def _call_order(result: HarnessRunResult[Any]) -> dict[str, int]:
@@ -340,9 +345,11 @@ def _record_result(
                 leases.release(lease, RunStatus.COMPLETED, output=json.loads(result.output_json()), usage=usage)
                 _finish_execution(lease, ExecutionStatus.COMPLETED)
             else:
-                _deferred_requests(run, result, terminal)
+                requests = _deferred_requests(run, result, terminal)
                 leases.release(lease, RunStatus.SUSPENDED, usage=usage)
                 _finish_execution(lease, ExecutionStatus.WAITING)
+                assert result.deferred is not None
+                start_children(run.execution, requests, result.deferred)
                 publish_approvals_changed()
             return
         if result.state is not None:

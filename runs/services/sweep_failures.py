@@ -16,6 +16,7 @@ from redis.exceptions import RedisError
 
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, Run, RunStatus, TimelineEvent
 
+from .children import answer_parent
 from .projection import store_events
 from .publishing import publish_execution_status
 
@@ -53,6 +54,7 @@ def give_up(*, execution_pk: int, run_pk: int | None, step: str, error: Exceptio
             status=ExecutionStatus.FAILED, finished_at=now, failure_code=SWEEP_FAILED, failure_message=message
         )
         publish_execution_status(execution_pk)
+        answer_parent(execution_pk)
 
 
 def _end_open_lane(run_pk: int, message: str) -> None:

@@ -1,0 +1,265 @@
+"""Host-managed children (contract S72, S79) with the demo agent's `delegate_to_child` tool.
+
+The first tests drive runs in this process (`execute_run`, no RQ) to check what each transaction leaves; the
+`services` tests below run the same flows on a real RQ worker, killed with SIGKILL in one of them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from pydantic_ai import ToolFailed
+
+from runs.demo_profile import ensure_demo_profile
+from runs.harness import decode_resume
+from runs.models import (
+    Decision,
+    DecisionSubmission,
+    DeferredKind,
+    DeferredRequest,
+    DeferredStatus,
+    Execution,
+    ExecutionStatus,
+    ExecutionTrigger,
+    Run,
+    RunReason,
+    RunStatus,
+    ToolDispatch,
+    Verdict,
+)
+from runs.services import executions, recovery, runner
+from runs.services.approvals import Answer, open_requests, pending_requests, submit_decisions
+from runs.services.audit import AuditFilters
+from runs.services.cancellation import cancel_execution
+
+
+def start(prompt: str) -> Execution:
+    thread = executions.create_thread(ensure_demo_profile(), title=prompt)
+    return executions.start_execution(thread, prompt)
+
+
+def child_of(parent: Execution) -> Execution:
+    return Execution.objects.get(parent_request__execution=parent)
+
+
+def approve_all(execution: Execution, user, key: str) -> DecisionSubmission:
+    execution = Execution.objects.get(pk=execution.pk)
+    requests = pending_requests(execution)
+    assert requests, f"execution {execution.pk} has nothing to approve"
+    return submit_decisions(
+        execution,
+        checkpoint_id=requests[0].checkpoint_id,
+        key=key,
+        answers=[Answer(request.tool_call_id, Verdict.APPROVED) for request in requests],
+        user=user,
+    )
+
+
+def drive(execution: Execution) -> None:
+    """Run the execution's queued runs in this process until it is no longer queued."""
+    while (run := Execution.objects.get(pk=execution.pk).runs.filter(status=RunStatus.QUEUED).first()) is not None:
+        runner.execute_run(run.pk)
+
+
+def child_answer(parent: Execution) -> object:
+    """What the parent's resume run was given for its child call."""
+    resume_run = parent.runs.get(reason=RunReason.RESUME)
+    request = DeferredRequest.objects.get(execution=parent, kind=DeferredKind.CHILD)
+    return decode_resume(resume_run.deferred_resume).results.calls[request.tool_call_id]
+
+
+@pytest.mark.django_db
+def test_a_child_is_started_with_the_suspension_and_its_request_is_no_operators(operator_user):
+    parent = start("child: deploy release 2.0")
+    drive(parent)
+
+    parent.refresh_from_db()
+    assert parent.status == ExecutionStatus.WAITING
+    request = DeferredRequest.objects.get(execution=parent)
+    assert (request.kind, request.tool_name, request.expires_at) == (DeferredKind.CHILD, "delegate_to_child", None)
+    child = child_of(parent)
+    assert (child.trigger, child.input, child.thread.profile) == (
+        ExecutionTrigger.CHILD,
+        "deploy release 2.0",
+        parent.thread.profile,
+    )
+    assert child.thread != parent.thread
+    # The form, the AG-UI resume and the inbox offer the operator nothing of the parent.
+    assert pending_requests(parent) == []
+    assert list(open_requests().filter(execution=parent)) == []
+
+    drive(child)
+    child.refresh_from_db()
+    assert child.status == ExecutionStatus.WAITING
+    assert [r.tool_name for r in open_requests()] == ["deploy_release"]
+
+    approve_all(child, operator_user, "child-approval")
+    drive(child)
+    child.refresh_from_db()
+    assert child.status == ExecutionStatus.COMPLETED
+    parent.refresh_from_db()
+    assert parent.status == ExecutionStatus.QUEUED
+    drive(parent)
+    parent.refresh_from_db()
+    assert parent.status == ExecutionStatus.COMPLETED
+    child_output = child.runs.order_by("-number").first().output
+    assert "deployed 2.0" in child_output
+    assert child_answer(parent) == child_output
+    assert "deployed 2.0" in parent.runs.order_by("-number").first().output
+    request.refresh_from_db()
+    assert (request.status, request.decision.verdict, request.decision.decided_by) == (
+        DeferredStatus.DECIDED,
+        Verdict.EXTERNAL_RESULT,
+        None,
+    )
+    # The audit lists what operators decided, not the Host's answers to children.
+    assert [d.request.tool_name for d in AuditFilters().decisions()] == ["deploy_release"]
+
+
+# --- on a real worker -------------------------------------------------------------------------------------
+
+
+def wait_for(condition: Callable[[], bool], *, what: str, stack, timeout: float = 60, sweep: bool = False) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sweep:
+            recovery.sweep()
+        if condition():
+            return
+        time.sleep(0.2)
+    states = list(Execution.objects.values_list("pk", "parent_request", "status"))
+    raise AssertionError(f"timed out waiting for {what}: {states}\n{stack.worker.log()[-3000:]}")
+
+
+def status_of(execution: Execution) -> str:
+    return Execution.objects.get(pk=execution.pk).status
+
+
+def child_started(parent: Execution) -> bool:
+    return Execution.objects.filter(parent_request__execution=parent).exists()
+
+
+@pytest.mark.services
+def test_approving_inside_a_child_resumes_the_parent_with_the_childs_output(live_stack, operator_user):
+    parent = start("child: deploy release 2.0")
+    wait_for(lambda: child_started(parent), what="the child", stack=live_stack)
+    child = child_of(parent)
+    wait_for(lambda: status_of(child) == ExecutionStatus.WAITING, what="the child's approval", stack=live_stack)
+    assert status_of(parent) == ExecutionStatus.WAITING
+
+    approve_all(child, operator_user, "approve-in-child")
+    wait_for(lambda: status_of(parent) == ExecutionStatus.COMPLETED, what="the parent", stack=live_stack)
+
+    child_output = Execution.objects.get(pk=child.pk).runs.order_by("-number").first().output
+    assert "deployed 2.0" in child_output
+    assert child_answer(parent) == child_output
+    assert "deployed 2.0" in parent.runs.order_by("-number").first().output
+
+
+@pytest.mark.services
+def test_a_failed_child_fails_the_parents_call(live_stack):
+    parent = start("child: fail")
+    wait_for(lambda: status_of(parent) == ExecutionStatus.COMPLETED, what="the parent", stack=live_stack)
+
+    child = child_of(parent)
+    assert child.status == ExecutionStatus.FAILED
+    answer = child_answer(parent)
+    assert isinstance(answer, ToolFailed)
+    assert child.failure_code in answer.message
+    assert Decision.objects.get(request__execution=parent).verdict == Verdict.FAILED
+
+
+@pytest.fixture
+def fast_recovery(settings):
+    from tests import factories
+
+    settings.HARNESS_RECOVERY_BACKOFF_SECONDS = 0.2
+    factories.configure_policy(lease_seconds=3, max_attempts=10)
+
+
+@pytest.mark.services
+def test_a_child_killed_with_its_worker_recovers_and_answers_its_parent_once(live_stack, fast_recovery):
+    parent = start("child: slow 4")
+    wait_for(lambda: child_started(parent), what="the child", stack=live_stack)
+    child = child_of(parent)
+    wait_for(
+        lambda: ToolDispatch.objects.filter(run__execution=child, tool_name="slow_step").exists(),
+        what="the child's slow step",
+        stack=live_stack,
+    )
+    live_stack.worker.kill()
+    live_stack.restart_worker()
+    wait_for(lambda: status_of(parent) == ExecutionStatus.COMPLETED, what="the parent", stack=live_stack, sweep=True)
+
+    child_runs = list(Execution.objects.get(pk=child.pk).runs.order_by("number"))
+    assert [(run.reason, run.status) for run in child_runs] == [
+        (RunReason.INITIAL, RunStatus.ABANDONED),
+        (RunReason.RECOVERY, RunStatus.COMPLETED),
+    ]
+    # The recovery run went on from the child's own checkpoint, not from its thread's start.
+    assert child_runs[1].start_checkpoint.run == child_runs[0]
+    parent_runs = list(parent.runs.order_by("number"))
+    assert [(run.reason, run.status) for run in parent_runs] == [
+        (RunReason.INITIAL, RunStatus.SUSPENDED),
+        (RunReason.RESUME, RunStatus.COMPLETED),
+    ]
+    assert child_answer(parent) == child_runs[1].output
+    assert DecisionSubmission.objects.filter(execution=parent).count() == 1
+
+
+@pytest.mark.services
+def test_cancelling_the_parent_cancels_its_children(live_stack, operator_user):
+    parent = start("child: deploy release 2.0")
+    wait_for(lambda: child_started(parent), what="the child", stack=live_stack)
+    child = child_of(parent)
+    wait_for(lambda: status_of(child) == ExecutionStatus.WAITING, what="the child's approval", stack=live_stack)
+
+    assert cancel_execution(parent, user=operator_user)
+
+    child.refresh_from_db()
+    assert (child.status, child.cancelled_by) == (ExecutionStatus.CANCELLED, operator_user)
+    assert not DeferredRequest.objects.filter(status=DeferredStatus.PENDING).exists()
+    assert list(open_requests()) == []
+    parent.refresh_from_db()
+    assert parent.status == ExecutionStatus.CANCELLED
+    assert parent.runs.count() == 1
+    # The child's end answered nothing: its parent's request was closed by the cancellation.
+    assert not Decision.objects.filter(request__execution=parent).exists()
+
+
+@pytest.mark.services
+@pytest.mark.parametrize("first", ["operator", "child"])
+def test_a_mixed_set_resumes_once_both_parts_are_answered_in_either_order(live_stack, operator_user, first):
+    parent = start("deploy release 3.0 and a child: deploy release 4.0")
+    wait_for(lambda: child_started(parent), what="the child", stack=live_stack)
+    child = child_of(parent)
+    wait_for(lambda: status_of(child) == ExecutionStatus.WAITING, what="the child's approval", stack=live_stack)
+    parent.refresh_from_db()
+    assert [(r.tool_name, r.kind) for r in DeferredRequest.objects.filter(execution=parent)] == [
+        ("deploy_release", DeferredKind.APPROVAL),
+        ("delegate_to_child", DeferredKind.CHILD),
+    ]
+    assert [r.tool_name for r in pending_requests(parent)] == ["deploy_release"]
+
+    if first == "operator":
+        submission = approve_all(parent, operator_user, "parent-first")
+        assert submission.resume_run is None
+        assert status_of(parent) == ExecutionStatus.WAITING
+        approve_all(child, operator_user, "child-second")
+    else:
+        approve_all(child, operator_user, "child-first")
+        wait_for(
+            lambda: Decision.objects.filter(request__execution=parent).exists(), what="the child", stack=live_stack
+        )
+        assert status_of(parent) == ExecutionStatus.WAITING
+        submission = approve_all(parent, operator_user, "parent-second")
+        assert submission.resume_run is not None
+    wait_for(lambda: status_of(parent) == ExecutionStatus.COMPLETED, what="the parent", stack=live_stack)
+
+    assert parent.runs.filter(reason=RunReason.RESUME).count() == 1
+    output = parent.runs.order_by("-number").first().output
+    assert "deployed 3.0" in output
+    assert "deployed 4.0" in output
+    assert Run.objects.filter(execution=child, status=RunStatus.COMPLETED).exists()
