@@ -30,6 +30,7 @@ from runs.services.approvals import (
     can_decide,
     open_requests,
     pending_requests,
+    pending_set,
     submit_decisions,
     tool_parameters_schema,
 )
@@ -81,7 +82,14 @@ class PendingRow:
 
 def approval_form_context(request: HttpRequest, execution: Execution, *, next_url: str = "") -> dict[str, Any]:
     """What templates/runs/_approval_form.html needs for the execution's open set (empty when none)."""
-    pending = pending_requests(execution) if execution.status == ExecutionStatus.WAITING else []
+    waiting = execution.status == ExecutionStatus.WAITING
+    pending = pending_requests(execution) if waiting else []
+    # Requests a Host-managed child answers: shown with a link to the child, not answered here.
+    children = [
+        request
+        for request in (pending_set(execution) if waiting else [])
+        if request.kind == DeferredKind.CHILD and hasattr(request, "child_execution")
+    ]
     redactor = redactor_for(execution.policy_version)
     rows = [
         PendingRow(
@@ -96,6 +104,7 @@ def approval_form_context(request: HttpRequest, execution: Execution, *, next_ur
     return {
         "execution": execution,
         "rows": rows,
+        "children": children,
         "checkpoint_id": execution.thread.selected_checkpoint_id,
         # One key per rendered form: a double submit or a second post of the same page repeats it.
         "submission_key": new_submission_key(),
@@ -170,7 +179,8 @@ def decide(request: HttpRequest, execution_pk: int) -> HttpResponse:
         )
     run = submission.resume_run
     count = submission.decisions.count()
-    summary = f"Decisions recorded for {count} request{pluralize(count)}; run {run.number} resumes."
+    then = f"run {run.number} resumes" if run else "the run resumes once its child executions have answered"
+    summary = f"Decisions recorded for {count} request{pluralize(count)}; {then}."
     if dispatch.queue_unreachable:
         summary = f"{summary} {queueing.UNREACHABLE_NOTICE}"
     if wants_json:
@@ -178,7 +188,7 @@ def decide(request: HttpRequest, execution_pk: int) -> HttpResponse:
             {
                 "ok": True,
                 "message": summary,
-                "run": run.pk,
+                "run": run.pk if run else None,
                 "submission": submission.key,
                 "queue_unreachable": dispatch.queue_unreachable,
             }

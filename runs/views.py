@@ -170,7 +170,10 @@ def _started(
 @login_required
 def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
     execution = get_object_or_404(
-        Execution.objects.select_related("thread__profile", "policy_version__policy", "cancelled_by"), pk=pk
+        Execution.objects.select_related(
+            "thread__profile", "policy_version__policy", "cancelled_by", "parent_request__execution__thread"
+        ),
+        pk=pk,
     )
     lanes = read_side.lanes_of(execution)
     failed_run = next((lane.run for lane in reversed(lanes) if lane.run.failure_code), None)
@@ -189,6 +192,10 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             # Cancelling a waiting execution refuses what it waits on: an approver's decision.
             "may_cancel": execution.status != ExecutionStatus.WAITING or can_decide(request.user),
             "waiting_for_queue": queueing.waiting_for_queue(execution),
+            # Host-managed children this execution's runs started, each on its own thread.
+            "children": Execution.objects.filter(parent_request__execution=execution)
+            .select_related("thread", "parent_request")
+            .order_by("pk"),
         },
     )
 
