@@ -13,9 +13,7 @@ from runs.services import executions
 from tests.services import wait_until
 
 
-def test_an_operator_follows_the_parent_to_its_child_approves_there_and_the_parent_completes(
-    live_stack, operator_page
-):
+def test_an_operator_follows_the_parent_to_its_child_approves_there_and_the_parent_completes(live_stack, operator_page):
     page = operator_page
     thread = executions.create_thread(ensure_demo_profile(), title="Parent of a child")
     parent = executions.start_execution(thread, "child: deploy release 2.0")
