@@ -163,6 +163,7 @@ def test_real_model_strings_get_the_same_tools():
         "deploy_release",
         "ask_operator",
         "delegate_to_researcher",
+        "delegate_to_child",
     }
 
 
@@ -184,4 +185,5 @@ def test_demo_tools_by_name():
         "ask_operator",
         "slow_step",
         "delegate_to_researcher",
+        "delegate_to_child",
     }
