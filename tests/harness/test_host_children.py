@@ -4,8 +4,8 @@ child, and the parent resumes with the child's outcome like any external call's.
 from __future__ import annotations
 
 import pytest
-from pydantic_ai import ModelRetry, ToolCallPart, ToolFailed
 from pydantic_ai import DeferredToolRequests as NativeRequests
+from pydantic_ai import ModelRetry, ToolCallPart, ToolFailed
 
 from observers.agui import HarnessAguiObserver
 from runs.harness import (
