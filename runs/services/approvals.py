@@ -40,6 +40,7 @@ from runs.models import (
     Execution,
     ExecutionStatus,
     JournalEntry,
+    Run,
     Verdict,
 )
 from runs.services import decision_items, toolbox
@@ -424,29 +425,35 @@ def _record(
             "The pending requests no longer match what the run suspended with; reload the page.", code="stale"
         )
     submission = _store(execution, requests, answers, key=key, user=user, request_status=request_status)
+    submission.resume_run = _resume_if_answered(execution, requests[0], deferred)
+    if submission.resume_run is not None:
+        submission.save(update_fields=["resume_run"])
     if timeline:
         decision_items.record(submission)
+    return submission
+
+
+def _resume_if_answered(execution: Execution, request: DeferredRequest, deferred: PendingDeferredCalls) -> Run | None:
+    """The resuming Run once every request of `request`'s set has its answer, built from all recorded answers."""
     whole = list(
-        DeferredRequest.objects.filter(run_id=requests[0].run_id, checkpoint_id=requests[0].checkpoint_id)
+        DeferredRequest.objects.filter(run_id=request.run_id, checkpoint_id=request.checkpoint_id)
         .select_related("decision")
         .order_by("id")
     )
-    if any(request.status == DeferredStatus.PENDING for request in whole):
-        return submission
-    if {request.tool_call_id for request in whole} != known:
+    if any(item.status == DeferredStatus.PENDING for item in whole):
+        return None
+    if {item.tool_call_id for item in whole} != {entry.target_call.tool_call_id for entry in deferred.entries()}:
         raise SubmissionRejected(
             "The pending requests no longer match what the run suspended with; reload the page.", code="stale"
         )
-    approvals, calls = _native_results(whole, [_answer_of(request) for request in whole])
+    approvals, calls = _native_results(whole, [_answer_of(item) for item in whole])
     try:
         results = deferred.build_results(approvals=approvals, calls=calls)
     except ValueError as exc:
         raise SubmissionRejected(
             f"The answers do not match the request categories: {exc}", code="wrong_category"
         ) from exc
-    submission.resume_run = resume_execution(execution, DeferredToolResume(deferred, results))
-    submission.save(update_fields=["resume_run"])
-    return submission
+    return resume_execution(execution, DeferredToolResume(deferred, results))
 
 
 def _answer_of(request: DeferredRequest) -> Answer:
