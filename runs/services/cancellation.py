@@ -32,6 +32,7 @@ def cancel_execution(execution: Execution, *, user: AbstractBaseUser | Anonymous
     """
     cancelled_by = user if user is not None and user.is_authenticated else None
     with transaction.atomic():
+        _lock_descendants(execution.pk)
         locked = Execution.objects.select_for_update().select_related("thread").get(pk=execution.pk)
         if not locked.is_active:
             return False
@@ -58,3 +59,18 @@ def cancel_execution(execution: Execution, *, user: AbstractBaseUser | Anonymous
         for child in children:
             cancel_execution(child, user=user)
     return True
+
+
+def _lock_descendants(execution_pk: int) -> None:
+    """Lock the active Host-managed descendants, deepest first: a child that ends locks itself, then its parent,
+    so taking the rows in the same order keeps a cascade and a child's end from deadlocking on PostgreSQL."""
+    levels: list[list[int]] = []
+    frontier = [execution_pk]
+    while frontier := list(
+        Execution.objects.filter(
+            parent_request__execution_id__in=frontier, status__in=ACTIVE_EXECUTION_STATUSES
+        ).values_list("pk", flat=True)
+    ):
+        levels.append(frontier)
+    for level in reversed(levels):
+        list(Execution.objects.select_for_update().filter(pk__in=level).order_by("pk").values_list("pk", flat=True))

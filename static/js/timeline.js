@@ -17,6 +17,12 @@ import { Lane } from "./lanes.js";
 import { ReconnectingSocket } from "./socket.js";
 import { TimeAxis } from "./time_axis.js";
 
+// What a suspended run's interrupt card says it waits for, by the interrupt's reason (else an approval).
+const INTERRUPT_TITLES = {
+  external: "waiting for an external result",
+  child: "waiting for a child execution",
+};
+
 export class Timeline {
   constructor(root, config) {
     this.root = root;
@@ -214,7 +220,8 @@ export class Timeline {
   interruptCard(interrupt) {
     const metadata = interrupt.metadata ?? {};
     const card = el("div", `interrupt-card reason-${interrupt.reason ?? "approval"}`);
-    const title = interrupt.reason === "external" ? "waiting for an external result" : "waiting for approval";
+    const child = interrupt.reason === "child";
+    const title = INTERRUPT_TITLES[interrupt.reason] ?? "waiting for approval";
     card.append(el("div", "interrupt-title", `${title}: ${metadata.tool_name ?? "tool"}`));
     card.append(el("div", "mono sub", interrupt.toolCallId ?? interrupt.id));
     if (metadata.args !== undefined) card.append(el("pre", "json", pretty(metadata.args)));
@@ -225,9 +232,21 @@ export class Timeline {
       this.formLinks.set(callId, note);
       return card;
     }
-    const open = link("interrupt-link", "Open the approval form", this.config.approvalsUrl);
-    // The form is on this page while the execution waits (approvals.js may load it later than this card).
+    const open = link(
+      "interrupt-link",
+      child ? "Open the child execution" : "Open the approval form",
+      this.config.approvalsUrl,
+    );
+    // The form is on this page while the execution waits (approvals.js may load it later than this card); so is
+    // the link to a Host-managed child, in the waiting set's list of children.
     open.addEventListener("click", (event) => {
+      if (child) {
+        const childLink = document.querySelector(`.child-requests [data-call-id="${CSS.escape(interrupt.id)}"] a.child-link`);
+        if (!childLink) return;
+        event.preventDefault();
+        window.location.assign(childLink.href);
+        return;
+      }
       const form = document.getElementById("approval-form");
       if (!form) return;
       event.preventDefault();

@@ -30,7 +30,10 @@ def test_an_operator_follows_the_parent_to_its_child_approves_there_and_the_pare
     expect(waiting.locator("h2")).to_have_text("Waiting for child executions")
     # Nothing of the parent's own set is for the operator to answer.
     expect(waiting.locator("form.approval-form")).to_have_count(0)
-    waiting.locator("a.child-link").click()
+    expect(waiting.locator("a.child-link")).to_have_attribute("href", f"/executions/{child.pk}/")
+    card = page.locator(".interrupt-card.reason-child")
+    expect(card.locator(".interrupt-title")).to_have_text("waiting for a child execution: delegate_to_child")
+    card.locator("a.interrupt-link").click()
 
     expect(page).to_have_url(re.compile(rf"/executions/{child.pk}/$"))
     expect(page.locator("#parent-link")).to_have_text(f"{thread} · execution #{parent.number}")
