@@ -221,14 +221,16 @@ def expire_request_set(execution_id: int, checkpoint_id: int | None) -> bool:
             return False
         answers = [Answer(r.tool_call_id, Verdict.EXPIRED, message=EXPIRY_MESSAGE) for r in requests]
         try:
-            _record(
-                execution,
-                requests,
-                answers,
-                key=f"expiry-{execution_id}-{checkpoint_id}",
-                user=None,
-                request_status=DeferredStatus.EXPIRED,
-            )
+            # A savepoint: a set refused after its answers were stored leaves none of them behind.
+            with transaction.atomic():
+                _record(
+                    execution,
+                    requests,
+                    answers,
+                    key=f"expiry-{execution_id}-{checkpoint_id}",
+                    user=None,
+                    request_status=DeferredStatus.EXPIRED,
+                )
         except SubmissionRejected as exc:
             # One broken set must not stop the sweep from expiring the others; it is retried next pass.
             log.warning("cannot expire the requests of execution %s: %s", execution_id, exc.message)

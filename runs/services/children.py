@@ -68,7 +68,7 @@ def start_children(parent: Execution, requests: Sequence[DeferredRequest], defer
         if depth + 1 > MAX_CHILD_DEPTH:
             problem = f"Host-managed children nest at most {MAX_CHILD_DEPTH} deep; this child was not started."
         if problem:
-            answer_child_request(request, Answer(request.tool_call_id, Verdict.FAILED, message=problem))
+            _answer(request, Answer(request.tool_call_id, Verdict.FAILED, message=problem))
             continue
         title = f"Child of {parent.thread}: {child.prompt}"[:200]
         start_execution(
@@ -101,9 +101,16 @@ def answer_parent(execution_pk: int) -> None:
         answer = Answer(request.tool_call_id, Verdict.FAILED, message=f"{label} failed ({reason})."[:4000])
     else:
         return
+    _answer(request, answer)
+
+
+def _answer(request: DeferredRequest, answer: Answer) -> None:
     try:
-        # A savepoint: a parent that cannot be answered must not undo the child's own end.
+        # A savepoint: a parent that cannot be answered must not undo the transaction it is answered in (a
+        # child's end, a suspension).
         with transaction.atomic():
             answer_child_request(request, answer)
     except SubmissionRejected as exc:
-        log.error("execution %s: cannot answer its parent's request %s: %s", execution_pk, request.pk, exc.message)
+        log.error(
+            "cannot answer the child request %s of execution %s: %s", request.pk, request.execution_id, exc.message
+        )
