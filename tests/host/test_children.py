@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from pydantic_ai import ToolFailed
 
 from runs.demo_profile import ensure_demo_profile
@@ -33,6 +35,8 @@ from runs.services import executions, recovery, runner
 from runs.services.approvals import Answer, open_requests, pending_requests, submit_decisions
 from runs.services.audit import AuditFilters
 from runs.services.cancellation import cancel_execution
+from runs.services.children import MAX_CHILD_DEPTH
+from tests import factories
 
 
 def start(prompt: str) -> Execution:
@@ -118,6 +122,54 @@ def test_a_child_is_started_with_the_suspension_and_its_request_is_no_operators(
     assert [d.request.tool_name for d in AuditFilters().decisions()] == ["deploy_release"]
 
 
+def drive_all() -> None:
+    """Run every queued run in this process, children's included, until none is left."""
+    while (run := Run.objects.filter(status=RunStatus.QUEUED).order_by("pk").first()) is not None:
+        runner.execute_run(run.pk)
+
+
+@pytest.mark.django_db
+def test_children_nest_at_most_max_child_depth_deep_and_a_refused_child_fails_its_call():
+    parent = start("child: " * (MAX_CHILD_DEPTH + 2) + "look up REC-7")
+    drive_all()
+
+    chain = [parent]
+    while (child := Execution.objects.filter(parent_request__execution=chain[-1]).first()) is not None:
+        chain.append(child)
+    assert len(chain) == MAX_CHILD_DEPTH + 1
+    assert {execution.status for execution in Execution.objects.all()} == {ExecutionStatus.COMPLETED}
+    deepest = chain[-1]
+    refused = Decision.objects.get(request__execution=deepest)
+    assert (refused.verdict, refused.message) == (
+        Verdict.FAILED,
+        f"Host-managed children nest at most {MAX_CHILD_DEPTH} deep; this child was not started.",
+    )
+    assert "delegate_to_child (failed)" in deepest.runs.order_by("-number").first().output
+
+
+@pytest.mark.django_db
+def test_an_expiry_refused_after_its_answers_were_stored_leaves_none_of_them():
+    factories.configure_policy(
+        approval_timeout_seconds=30,
+        approval_rules=[
+            {"tool": "lookup_record", "reason": "Private."},
+            {"tool": "search_records", "reason": "Traces."},
+        ],
+    )
+    execution = start("look up REC-42")
+    drive(execution)
+    # One request of the set is gone: the expiry stores the other's answer, then finds the set no longer matches
+    # what the run suspended with.
+    DeferredRequest.objects.get(execution=execution, tool_name="search_records").delete()
+
+    report = recovery.sweep(now=timezone.now() + timedelta(seconds=60))
+
+    assert report.expired_requests == 0
+    assert not Decision.objects.exists() and not DecisionSubmission.objects.exists()
+    assert DeferredRequest.objects.get(execution=execution).status == DeferredStatus.PENDING
+    assert Execution.objects.get(pk=execution.pk).status == ExecutionStatus.WAITING
+
+
 # --- on a real worker -------------------------------------------------------------------------------------
 
 
@@ -173,8 +225,6 @@ def test_a_failed_child_fails_the_parents_call(live_stack):
 
 @pytest.fixture
 def fast_recovery(settings):
-    from tests import factories
-
     settings.HARNESS_RECOVERY_BACKOFF_SECONDS = 0.2
     factories.configure_policy(lease_seconds=3, max_attempts=10)
 

@@ -200,3 +200,30 @@ def test_a_session_needs_the_csrf_token(client, operator_user):
     assert client.post(f"/agui/{PROFILE}/", json=body).status_code == 403
     events = post_run(client, body, **{"X-CSRFToken": client.cookies["csrftoken"], "Referer": str(client.base_url)})
     assert events[-1].event["type"] == "RUN_FINISHED"
+
+
+def test_a_childs_interrupt_is_the_hosts_and_a_resume_answers_only_the_others(client, token):
+    headers = bearer(token)
+    prompt = "deploy release 3.0 and a child: deploy release 4.0"
+    suspended = post_run(client, run_input("agui_thread8", "r1", prompt), **headers)
+    approval, child = suspended[-1].event["outcome"]["interrupts"]
+    assert (approval["reason"], child["reason"]) == ("approval", "child")
+    assert approval["responseSchema"]["required"] == ["approved"]
+    # A child's interrupt is answered by the Host when the child ends: it offers no answer schema.
+    assert "responseSchema" not in child and child["message"] == "Waiting for a child execution the Host runs."
+
+    approve = {"interruptId": approval["id"], "status": "resolved", "payload": {"approved": True}}
+    answer_child = {"interruptId": child["id"], "status": "resolved", "payload": {"result": "done"}}
+    refused = client.post(
+        f"/agui/{PROFILE}/",
+        json=run_input("agui_thread8", "r2", prompt, resume=[approve, answer_child]),
+        headers=headers,
+    )
+    assert refused.status_code == 409 and refused.json()["error"] == "unknown_call"
+    assert not Decision.objects.exists()
+
+    post_run(client, run_input("agui_thread8", "r3", prompt, resume=[approve]), **headers)
+    parent = Execution.objects.get(thread__thread_id="agui_thread8")
+    assert Decision.objects.get(request__execution=parent).request.tool_name == "deploy_release"
+    # The set is not whole yet: the parent waits for its child.
+    assert parent.status == "waiting" and parent.runs.count() == 1
