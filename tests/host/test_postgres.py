@@ -23,7 +23,7 @@ HOST_TESTS = [
     "tests/host/test_execution.py",
     "tests/host/test_concurrent_sweeps.py",
     "tests/host/test_policy_limits_migration.py",
-    # Child and parent rows are locked in one order (no deadlock between a cascade and a child's end).
+    # Host-managed children take row locks (child before parent), which SQLite does not.
     "tests/host/test_children.py",
 ]
 
