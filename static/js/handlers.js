@@ -83,8 +83,10 @@ export const HANDLERS = {
     if (!scope.item) scope.lane.ended(frame.event.timestamp);
     let item;
     if (outcome === "interrupt") {
-      item = scope.add(new Item(timeline, "interrupt", frame, "waiting for approval"));
-      for (const interrupt of event.outcome.interrupts ?? []) item.body.append(timeline.interruptCard(interrupt));
+      const interrupts = event.outcome.interrupts ?? [];
+      scope.lane.waitingFor = timeline.waitingFor(interrupts);
+      item = scope.add(new Item(timeline, "interrupt", frame, scope.lane.waitingFor));
+      for (const interrupt of interrupts) item.body.append(timeline.interruptCard(interrupt));
     } else if (outcome === "cancelled") {
       item = scope.add(new Item(timeline, "cancelled", frame, "run cancelled"));
       scope.interruptOpenTools("cancelled before it returned");

@@ -106,6 +106,7 @@ export class Lane {
     this.endedAt = null; // the run's own terminal event
     this.lastAlive = null; // the last event before it (a dead run's lane is closed long after it died)
     this.decision = null; // {at, expired} of the decision on its requests
+    this.waitingFor = null; // what its suspension waits for, as the interrupt item says it
   }
 
   ended(timestamp) {

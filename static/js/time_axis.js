@@ -51,7 +51,8 @@ export class TimeAxis {
           { from: decision.at, to, cause: "from the answer to the resuming run", kind: "resume" },
         ];
       }
-      return [{ from, to, cause: next ? "before the resuming run" : "waiting for approval", kind: next ? "resume" : "approval" }];
+      const waiting = lane.waitingFor ?? "waiting for approval";
+      return [{ from, to, cause: next ? "before the resuming run" : waiting, kind: next ? "resume" : "approval" }];
     }
     if (lane.summary.status === "abandoned") {
       const abandoned = Date.parse(lane.summary.finished_at);

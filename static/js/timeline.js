@@ -217,6 +217,13 @@ export class Timeline {
     return item;
   }
 
+  // What a suspended run waits for, from its interrupts' reasons: one kind is named, a mix is "answers".
+  waitingFor(interrupts) {
+    const reasons = new Set(interrupts.map((interrupt) => interrupt.reason ?? "approval"));
+    if (reasons.size > 1) return "waiting for answers";
+    return INTERRUPT_TITLES[[...reasons][0]] ?? "waiting for approval";
+  }
+
   interruptCard(interrupt) {
     const metadata = interrupt.metadata ?? {};
     const card = el("div", `interrupt-card reason-${interrupt.reason ?? "approval"}`);

@@ -31,6 +31,9 @@ def test_an_operator_follows_the_parent_to_its_child_approves_there_and_the_pare
     # Nothing of the parent's own set is for the operator to answer.
     expect(waiting.locator("form.approval-form")).to_have_count(0)
     expect(waiting.locator("a.child-link")).to_have_attribute("href", f"/executions/{child.pk}/")
+    # The run's item and the time axis name what the parent waits for, not an approval.
+    expect(page.locator(".item-interrupt .item-label")).to_have_text("waiting for a child execution")
+    expect(page.locator("#time-axis .axis-wait .axis-cause")).to_have_text("waiting for a child execution")
     card = page.locator(".interrupt-card.reason-child")
     expect(card.locator(".interrupt-title")).to_have_text("waiting for a child execution: delegate_to_child")
     card.locator("a.interrupt-link").click()
