@@ -1,7 +1,8 @@
 """The Host's AG-UI streams pass the official `@ag-ui/client`: the execution websocket and the SSE endpoint.
 
 Each demo scenario is executed by the worker code in this process, answered through the approval service where
-it waits (approval, question, expiry, cancellation while waiting: each writes a decision item), then checked by
+it waits (approval, question, expiry, cancellation while waiting: each writes a decision item; a Host-managed child's
+approval resumes its parent, whose request the child's end answers without a decision item), then checked by
 `verifyEvents` and the @ag-ui/core schemas: what the websocket sends, read by `verify_socket.mjs` as an AG-UI
 client would (one stream per lane and one for the whole execution, Host items left out), and the SSE text of the
 whole execution as `sse_events` sends it.
@@ -34,7 +35,7 @@ from tests.web.test_timeline_socket import as_user
 
 pytestmark = [pytest.mark.usefixtures("no_recovery_backoff"), pytest.mark.django_db(transaction=True)]
 
-DECIDED = ("approval", "question", "expiry", "cancelled while waiting")
+DECIDED = ("approval", "question", "expiry", "cancelled while waiting", "child")
 
 
 def run_to_end(execution: Execution) -> None:
@@ -91,6 +92,15 @@ def demo_scenarios() -> dict[str, Execution]:
         answer(done[name])
         run_to_end(done[name])
 
+    # A Host-managed child: the parent waits, the child asks for approval, and the child's end resumes the parent.
+    parent = scenario("child: deploy release 2.0")
+    child = Execution.objects.get(parent_request__execution=parent)
+    run_to_end(child)
+    decide_as_operator(child, "approve")
+    run_to_end(child)
+    run_to_end(parent)
+    done["parent of a child"], done["child"] = parent, child
+
     crashed = executions.start_execution(factories.thread(model="demo", tools=DEMO_TOOLS), "research, then look up")
     with pytest.MonkeyPatch.context() as crash, pytest.raises(Crash):
         crash_at_model_request(crash, 2)
@@ -109,7 +119,8 @@ def demo_scenarios() -> dict[str, Execution]:
     for execution in done.values():
         execution.refresh_from_db()
     assert crashed.runs.count() == 2 and crashed.status == "completed"
-    assert {done[name].status for name in ("approval", "question", "expiry", "lookup", "delegation")} == {"completed"}
+    completed = ("approval", "question", "expiry", "lookup", "delegation", "parent of a child", "child")
+    assert {done[name].status for name in completed} == {"completed"}
     assert {done[name].status for name in ("cancellation", "cancelled while waiting")} == {"cancelled"}
     return done
 
@@ -170,7 +181,13 @@ def test_the_websocket_of_every_demo_scenario_passes_the_official_client(scenari
         for number in execution.runs.filter(timeline__isnull=False).distinct().values_list("number", flat=True)
     } | {f"{name}, whole execution" for name in scenarios}
     assert lanes == expected
-    assert {"approval, run 2", "question, run 2", "expiry, run 2", "recovery, run 2"} <= lanes
+    assert {
+        "approval, run 2",
+        "question, run 2",
+        "expiry, run 2",
+        "recovery, run 2",
+        "parent of a child, run 2",
+    } <= lanes
     assert any(frame["subagent_run_id"] for frame in _socket_events(sockets["delegation"]))
 
 
