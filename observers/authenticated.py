@@ -31,9 +31,9 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.contrib import auth
 from django.http import HttpRequest
-from django.utils.module_loading import import_string
 from pydantic import BaseModel, ValidationError
 
+from observers.socket_sessions import session_store
 from runs.protocol import (
     CLOSE_BAD_REQUEST,
     CLOSE_INTERNAL_ERROR,
@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 def session_user_pk(session_key: str) -> Any:
     """The pk of the user this session still authenticates, or None; Django's own checks, hash included."""
     request = HttpRequest()
-    request.session = import_string(f"{settings.SESSION_ENGINE}.SessionStore")(session_key)
+    request.session = session_store(session_key)
     user = auth.get_user(request)
     return user.pk if user.is_authenticated else None
 
@@ -87,7 +87,7 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         session = self.scope.get("session")
-        # Always there behind AuthMiddlewareStack; tests of one consumer may hand it a bare user.
+        # Always there behind `socket_auth_stack`; tests of one consumer may hand it a bare user.
         self.session_key = session.session_key if session is not None else None
         self.joined: set[str] = set()
         if self.session_key:
