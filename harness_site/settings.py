@@ -214,8 +214,9 @@ def channel_layer_config(redis_url: str) -> dict:
 CHANNEL_LAYERS = {"default": channel_layer_config(REDIS_URL)}
 # Logging out closes that session's sockets at once; this re-check also ends those of expired sessions.
 HARNESS_SOCKET_SESSION_CHECK_SECONDS = env.number("HARNESS_SOCKET_SESSION_CHECK_SECONDS", 60.0)
-# Every socket joins its groups again and catches up from the database this often, so a message lost on the way
-# (pub/sub delivers at most once; a Redis restart drops what is in flight) stalls a page for at most this long.
+# Every socket joins its groups again and catches up (a timeline socket through its execution's feed, once per web
+# process) this often, so a message lost on the way (pub/sub delivers at most once; a Redis restart drops what is
+# in flight) stalls a page for at most this long.
 HARNESS_SOCKET_REFRESH_SECONDS = env.number("HARNESS_SOCKET_REFRESH_SECONDS", 10.0)
 
 RQ_QUEUES = {

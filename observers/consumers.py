@@ -2,9 +2,9 @@
 
 `/ws/executions/<pk>/` replays stored AG-UI events from the database, then goes live, with no gap and no
 duplicate: it joins the execution's group (through this process's feed, `observers.execution_feeds`) *before*
-reading the database, keeps live messages in its outbox while it replays, sends `ready`, then drains the outbox
-and forwards live frames, dropping any at or below the last position sent; a live frame that skips positions is
-preceded by the missing frames read from the database.
+reading the database, queues live messages while it replays, sends `ready`, then drains the queue and writes live
+frames, dropping any at or below the last position sent; a live frame that skips positions is preceded by the
+missing frames read from the database. The feed makes sure a status comes after every frame committed before it.
 `/ws/threads/` forwards thread statuses; `/ws/approvals/` the open requests whenever they change.
 
 Every message, code and limit is defined in `runs.protocol` and described once in docs/architecture.md
@@ -35,12 +35,13 @@ from runs.protocol import (
     StatusFrame,
     ThreadsSubscribe,
     ThreadStatus,
+    TimelineAppend,
     TimelineFrame,
     TimelineSubscribe,
 )
 from runs.services import read_side
 from runs.services.approvals import open_request_ids
-from runs.services.publishing import APPROVALS_GROUP, THREADS_GROUP, execution_group
+from runs.services.publishing import APPROVALS_GROUP, THREADS_GROUP
 from runs.validators import MAX_DB_INTEGER
 
 log = logging.getLogger(__name__)
@@ -73,15 +74,15 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
 
     async def opened(self) -> None:
         self.execution_pk: int = self.scope["url_route"]["kwargs"]["pk"]
-        self.group = execution_group(self.execution_pk)
         self.feed: ExecutionFeed | None = None
         self.live = False
-        # Group messages the feed posted that are not handled yet; during the replay they wait here.
-        self.outbox: list[GroupMessage] = []
+        # Group messages the feed offered that could not be written at once; during the replay they wait here.
+        self.queued: list[GroupMessage] = []
         self.posted = asyncio.Event()
         self.last_sent = 0
         self.last_status: StatusFrame | None = None
-        # Catch-ups from the database and deliveries of live frames both advance `last_sent`; one at a time.
+        # Whoever writes frames (the replay, the queue's drain, the feed writing at once) holds this: each advances
+        # `last_sent`, and messages go out in the order the feed offered them.
         self.sending = asyncio.Lock()
         self.follower: asyncio.Task | None = None
         exists = self.execution_pk <= MAX_DB_INTEGER and await database_sync_to_async(read_side.execution_exists)(
@@ -114,34 +115,52 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         # Join the group (through this process's feed) before reading anything: every event committed from here
         # on is either in the replay or arrives as a live message (published after commit), so nothing falls in
         # between.
-        self.feed = feed_for(self.group)
-        await self.feed.add(self)
-        end = await database_sync_to_async(read_side.last_position)(self.execution_pk)
+        self.feed = feed = feed_for(self.execution_pk)
+        await feed.add(self)
+        # A position the feed saw is committed, so a cursor at or below it needs no look at the end.
+        end = (
+            feed.seen
+            if after <= feed.seen
+            else await database_sync_to_async(read_side.last_position)(self.execution_pk)
+        )
         if after > end:
             await self.fail(ErrorCode.CURSOR_BEYOND_END, f"Position {after} is beyond the end of the timeline ({end}).")
             return
         self.last_sent = after
-        await self._send_status(await database_sync_to_async(read_side.execution_status_snapshot)(self.execution_pk))
-        # The replay runs beside the dispatch loop; live messages wait in the outbox meanwhile.
+        await self._send_status(feed.status or await feed.note_status())
+        # The replay runs beside the dispatch loop; live messages are queued meanwhile.
         self.follower = asyncio.create_task(self._replay_then_follow())
 
-    def post(self, message: GroupMessage) -> None:
-        self.outbox.append(message)
+    async def offer(self, message: GroupMessage) -> None:
+        # Written at once only when nothing is ahead of it and no database read is needed (the common live case);
+        # that saves a task wake-up per viewer and message.
+        if self.live and not self.queued and not self.sending.locked():
+            async with self.sending:
+                if message["type"] == "execution.status":
+                    await self._send_status(message)
+                    return
+                if message["type"] == "timeline.append" and (frames := self._following(message["frames"])) is not None:
+                    whole = len(frames) == len(message["frames"])
+                    await self._send_frames(frames, _shared_texts(message) if whole else None)
+                    return
+        self.queued.append(message)
         self.posted.set()
 
-    async def feed_failed(self) -> None:
+    async def drop(self) -> None:
         await self.close(code=CLOSE_INTERNAL_ERROR)
 
     async def _replay_then_follow(self) -> None:
         try:
-            await self._send_stored_after_cursor()
-            await self.send_json(ReadyFrame(type="ready", position=self.last_sent))
-            self.live = True
+            async with self.sending:
+                await self._send_stored_after_cursor()
+                await self.send_json(ReadyFrame(type="ready", position=self.last_sent))
+                self.live = True
             while True:
-                while self.outbox:
-                    messages, self.outbox = self.outbox, []
-                    await self._handle(messages)
-                # No await between the emptiness check and the clear: a message posted later sets it again.
+                while self.queued:
+                    async with self.sending:
+                        messages, self.queued = self.queued, []
+                        await self._handle(messages)
+                # No await between the emptiness check and the clear: a message queued later sets it again.
                 self.posted.clear()
                 await self.posted.wait()
         except Exception:
@@ -159,70 +178,79 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
             elif message["type"] == "execution.status":
                 await self._deliver(frames)
                 frames = []
-                # A status change follows the commits before it; if a timeline message was lost (no later frame
-                # would reveal the gap), the catch-up sends its frames first, so a viewer that sees "completed"
-                # has every event before it.
-                await self._send_stored_after_cursor()
                 await self._send_status(message)
         await self._deliver(frames)
 
-    async def refresh(self) -> None:
-        """Catch up once live: messages lost on the way (or to a Redis restart) leave a silent gap otherwise."""
-        if self.feed is not None:
-            await self.feed.join_again()
-        if not self.live:
-            return
-        # The status is read before the catch-up: the events a status follows are committed with it or before
-        # it, so the catch-up has them all; read after, a status could announce an end whose events it missed.
-        snapshot = await database_sync_to_async(read_side.execution_status_snapshot)(self.execution_pk)
-        await self._send_stored_after_cursor()
-        if _status_frame(snapshot) != self.last_status:
-            await self._send_status(snapshot)
+    def _following(self, frames: list[TimelineFrame]) -> list[TimelineFrame] | None:
+        """The frames after the last one sent, if they follow it without a hole (None if they do not)."""
+        fresh = sorted((frame for frame in frames if frame["position"] > self.last_sent), key=lambda f: f["position"])
+        # Positions are unique: the first following the last sent and the span matching the count means no hole.
+        first, last = self.last_sent + 1, self.last_sent + len(fresh)
+        if fresh and (fresh[0]["position"], fresh[-1]["position"]) != (first, last):
+            return None
+        return fresh
 
     async def _send_stored_after_cursor(self) -> None:
-        async with self.sending:
+        if self.feed is not None:
+            await self._send_frames(self.feed.remembered_after(self.last_sent))
+        while page := await database_sync_to_async(read_side.frames_after)(self.execution_pk, self.last_sent):
             if self.feed is not None:
-                await self._send_frames(self.feed.remembered_after(self.last_sent))
-            while page := await database_sync_to_async(read_side.frames_after)(self.execution_pk, self.last_sent):
-                if self.feed is not None:
-                    self.feed.remember(page)
-                await self._send_frames(page)
-                if len(page) < read_side.REPLAY_PAGE_SIZE:
-                    break
+                self.feed.remember(page)
+            await self._send_frames(page)
+            if len(page) < read_side.REPLAY_PAGE_SIZE:
+                break
 
     async def _send_status(self, message: ExecutionStatusMessage) -> None:
-        self.last_status = _status_frame(message)
-        await self.send_json(self.last_status)
+        """A status frame, unless it says what the last one said (the feed offers one after each check that found
+        a lost message)."""
+        frame = _status_frame(message)
+        if frame != self.last_status:
+            self.last_status = frame
+            await self.send_json(frame)
 
     async def _deliver(self, frames: list[TimelineFrame]) -> None:
-        async with self.sending:
-            outgoing: list[TimelineFrame] = []
-            last = self.last_sent
-            for frame in sorted(frames, key=lambda f: f["position"]):
-                position = frame["position"]
-                if position <= last:
-                    continue
-                if position > last + 1:
-                    outgoing += await database_sync_to_async(read_side.frames_between)(
-                        self.execution_pk, last, position
-                    )
-                outgoing.append(frame)
-                last = position
-            await self._send_frames(outgoing)
+        outgoing: list[TimelineFrame] = []
+        last = self.last_sent
+        for frame in sorted(frames, key=lambda f: f["position"]):
+            position = frame["position"]
+            if position <= last:
+                continue
+            if position > last + 1:
+                outgoing += await database_sync_to_async(read_side.frames_between)(self.execution_pk, last, position)
+            outgoing.append(frame)
+            last = position
+        await self._send_frames(outgoing)
 
-    async def _send_frames(self, frames: list[TimelineFrame]) -> None:
-        """One frame as an `event` message; several as `events` messages (per-message cost dominates replay)."""
+    async def _send_frames(self, frames: list[TimelineFrame], texts: list[str] | None = None) -> None:
+        """One frame as an `event` message; several as `events` messages (per-message cost dominates replay).
+        `texts`: those messages' texts, when another viewer already made them."""
         if not frames:
             return
-        # The events' stored JSON text is spliced in as it is (`event_frame_text`), never decoded; one message
-        # holds as many frames as fit in a piece, so a long replay is not cut into pieces and rejoined.
-        texts = [text_of(frame) for frame in frames]
-        if len(texts) == 1:
-            await self.send_encoded(texts[0])
-        else:
-            for group in _fitting(texts, PIECE_CHARS - len(_EVENTS_MESSAGE) + 2):
-                await self.send_encoded(_EVENTS_MESSAGE.format(",".join(group)))
+        for text in texts or _message_texts(frames):
+            await self.send_encoded(text)
         self.last_sent = frames[-1]["position"]
+
+
+def _message_texts(frames: list[TimelineFrame]) -> list[str]:
+    """The texts of the messages that carry `frames`."""
+    # The events' stored JSON text is spliced in as it is (`event_frame_text`), never decoded; one message holds as
+    # many frames as fit in a piece, so a long replay is not cut into pieces and rejoined.
+    texts = [text_of(frame) for frame in frames]
+    if len(texts) == 1:
+        return texts
+    return [
+        _EVENTS_MESSAGE.format(",".join(group)) for group in _fitting(texts, PIECE_CHARS - len(_EVENTS_MESSAGE) + 2)
+    ]
+
+
+def _shared_texts(message: TimelineAppend) -> list[str]:
+    """`_message_texts` of a live message's frames, made by its first viewer and kept on the message (`texts`,
+    never sent itself) for the others, which mostly send exactly these frames."""
+    texts = message.get("texts")
+    if not isinstance(texts, list):
+        texts = _message_texts(message["frames"])
+        message["texts"] = texts  # type: ignore[typeddict-unknown-key]
+    return texts
 
 
 class ThreadListConsumer(AuthenticatedJsonConsumer):

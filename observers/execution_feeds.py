@@ -3,28 +3,40 @@
 Channels would deliver a group message to every socket of the group on its own: a layer receive, a task wake-up,
 a dispatch and a write per socket, in the order the messages came. With a thousand viewers of a live run one
 daphne fell seconds behind (BENCHMARKS.md, viewers). A feed receives the execution group's messages once per
-process, and posts every message to each viewer's own outbox without waiting.
-A viewer drains its outbox when it gets to run, so one that fell behind sends what piled up as one message
-instead of queueing a write per published batch.
+process and offers each one to every viewer in turn: a viewer that is live with nothing queued writes it at once,
+in the feed's task; one that is still replaying, or has something queued, queues it and drains its queue in its
+own task, so one that fell behind sends what piled up as one message.
 
-A feed also remembers the execution's frames from position 1 on, as far as it saw them without a hole (replay
-pages its viewers read, live frames), up to `CACHE_CHARS` of text: stored frames never change, and a thousand
-viewers replaying the same timeline otherwise read it from the database a thousand times. A viewer still asks
-the database for everything after what the feed remembers, so nothing committed is missed.
+What the database must be asked is asked here once for all the viewers of the process, not once per viewer:
+- Before offering a status, the feed reads the frames committed after the highest position it saw and offers
+  them first. A status follows the commits before it, so a viewer that gets it has every event before it even
+  when a timeline message was lost on the way (pub/sub delivers at most once).
+- Every `HARNESS_SOCKET_REFRESH_SECONDS` the feed joins its group again (a restarted Redis forgets groups) and
+  compares the execution's status and last position with what it saw; if a message was lost, it offers what
+  that message said. Without this a feed whose last message was lost would leave its viewers silent.
+- It remembers the execution's frames from position 1 on, as far as it saw them without a hole (replay pages its
+  viewers read, live frames), up to `CACHE_CHARS` of text: stored frames never change, and a thousand viewers
+  replaying the same timeline otherwise read it from the database a thousand times. A viewer still asks the
+  database for everything after what the feed remembers, so nothing committed is missed.
 
-`feed_for(group)` returns the process's feed of a group, creating it; `await feed.add(viewer)` returns once the
-feed is in the group, so a viewer that reads the database after it misses nothing committed later.
+`feed_for(execution_pk)` returns the process's feed of an execution, creating it; `await feed.add(viewer)`
+returns once the feed is in the group, so a viewer that reads the database after it misses nothing committed
+later.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
 
-from runs.protocol import GroupMessage, TimelineFrame, event_frame_text
+from runs.protocol import ExecutionStatusMessage, GroupMessage, TimelineAppend, TimelineFrame, event_frame_text
+from runs.services import read_side
+from runs.services.publishing import execution_group
 
 __all__ = ("ExecutionFeed", "Viewer", "feed_for", "text_of")
 
@@ -44,25 +56,43 @@ def text_of(frame: TimelineFrame) -> str:
 
 
 class Viewer(Protocol):
-    def post(self, message: GroupMessage) -> None:
-        """Take a group message (`timeline.append` or `execution.status`); called in the feed's task, must not block."""
+    async def offer(self, message: GroupMessage) -> None:
+        """Take a group message (`timeline.append` or `execution.status`): write it now, or queue it if something
+        is ahead of it. Called in the feed's task; must wait for nothing but its own socket."""
 
-    async def feed_failed(self) -> None:
-        """The feed stopped receiving; the viewer closes so its page reconnects."""
+    async def drop(self) -> None:
+        """Close the socket, so its page reconnects and resumes from its cursor."""
+
+
+def _status_and_end(execution_pk: int) -> tuple[ExecutionStatusMessage, int]:
+    # The status first: the events it follows are committed with it or before it, so the position read after
+    # covers them all; read the other way round, a status could announce an end whose events it missed.
+    status = read_side.execution_status_snapshot(execution_pk)
+    return status, read_side.last_position(execution_pk)
 
 
 class ExecutionFeed:
-    def __init__(self, group: str) -> None:
-        self.group = group
-        self.key = (asyncio.get_running_loop(), group)
+    def __init__(self, execution_pk: int) -> None:
+        self.execution_pk = execution_pk
+        self.group = execution_group(execution_pk)
+        self.key = (asyncio.get_running_loop(), execution_pk)
         self.layer = get_channel_layer()
         self.viewers: dict[Viewer, None] = {}
         self.channel = ""
         self.started = asyncio.ensure_future(self._start())
-        self.receiver: asyncio.Task | None = None
+        self.tasks: list[asyncio.Task] = []
         # Frames at positions 1..len(remembered), each with its text.
         self.remembered: list[TimelineFrame] = []
         self.remembered_chars = 0
+        # The highest position of any frame the feed saw, and the last status it offered: what the database is
+        # compared with to find lost messages.
+        self.seen = 0
+        self.status: ExecutionStatusMessage | None = None
+        # A status and the frames read before it are offered as one step, never interleaved with another.
+        self.announcing = asyncio.Lock()
+        # Messages received and not offered yet.
+        self.arrived: list[GroupMessage] = []
+        self.has_arrived = asyncio.Event()
 
     async def _start(self) -> None:
         try:
@@ -75,7 +105,11 @@ class ExecutionFeed:
             # Every viewer left while the feed was joining.
             await self.layer.group_discard(self.group, self.channel)
             return
-        self.receiver = asyncio.create_task(self._receive(), name=f"feed-{self.group}")
+        self.tasks = [
+            asyncio.create_task(self._receive(), name=f"feed-{self.group}"),
+            asyncio.create_task(self._fan_out(), name=f"feed-out-{self.group}"),
+            asyncio.create_task(self._check(), name=f"feed-check-{self.group}"),
+        ]
 
     def _forget(self) -> None:
         """Viewers that come later get a new feed."""
@@ -95,52 +129,145 @@ class ExecutionFeed:
         if self.viewers:
             return
         self._forget()
-        if self.receiver is not None:
-            self.receiver.cancel()
+        for task in self.tasks:
+            task.cancel()
         if self.started.done() and not self.started.cancelled() and self.started.exception() is None:
             await self.layer.group_discard(self.group, self.channel)
+
+    async def note_status(self) -> ExecutionStatusMessage:
+        """The execution's status read now, kept as the feed's if it has none yet.
+
+        Viewers that come later start from the feed's status instead of each reading it: any status committed
+        after reaches them as a message (or through the next check if its message was lost).
+        """
+        status = await database_sync_to_async(read_side.execution_status_snapshot)(self.execution_pk)
+        # A status message received during the read is newer than what was read.
+        if self.status is None:
+            self.status = status
+        return status
 
     def remembered_after(self, position: int) -> list[TimelineFrame]:
         return self.remembered[position:]
 
     def remember(self, frames: list[TimelineFrame]) -> None:
-        """Keep `frames` (in position order) if they continue what is remembered without a hole."""
+        """Note `frames` (in position order) as seen, and keep them if they continue what is remembered."""
         for frame in frames:
+            self.seen = max(self.seen, frame["position"])
             if frame["position"] != len(self.remembered) + 1 or self.remembered_chars > CACHE_CHARS:
                 continue
             self.remembered.append(frame)
             self.remembered_chars += len(text_of(frame))
 
-    async def join_again(self) -> None:
-        """A layer that keeps groups in Redis forgets them when Redis restarts; joining again is harmless."""
-        await self.layer.group_add(self.group, self.channel)
+    async def _offer(self, message: GroupMessage) -> None:
+        for viewer in list(self.viewers):
+            try:
+                await viewer.offer(message)
+            except Exception:
+                # One socket's failure must not stop the feed of every other viewer.
+                log.exception("a viewer of %s could not take a message", self.group)
+                await viewer.drop()
+
+    async def _announce(self, status: ExecutionStatusMessage) -> None:
+        """Offer the frames committed after the highest position seen, then `status`."""
+        while page := await database_sync_to_async(read_side.frames_after)(self.execution_pk, self.seen):
+            self.remember(page)
+            await self._offer(TimelineAppend(type="timeline.append", frames=page))
+            if len(page) < read_side.REPLAY_PAGE_SIZE:
+                break
+        self.status = status
+        await self._offer(status)
 
     async def _receive(self) -> None:
+        """Take each message off the layer as it comes; `_fan_out` offers them."""
         try:
             while True:
+                # Received first, appended after: `_fan_out` replaces the list while this waits.
                 message = await self.layer.receive(self.channel)
-                if message.get("type") == "timeline.append":
-                    try:
-                        self.remember(message["frames"])
-                    except Exception:
-                        # One malformed message must not stop the feed of every viewer; each drops what it has.
-                        log.exception("a timeline message of %s could not be remembered", self.group)
-                for viewer in list(self.viewers):
-                    viewer.post(message)
+                self.arrived.append(message)
+                self.has_arrived.set()
         except Exception:
             log.exception("the feed of %s stopped", self.group)
-            self._forget()
-            for viewer in list(self.viewers):
-                await viewer.feed_failed()
+            await self._fail()
+
+    async def _fan_out(self) -> None:
+        """Offer what arrived; consecutive timeline messages that piled up meanwhile go out as one.
+
+        Offering one message to a thousand viewers takes a while, and more arrive meanwhile; were each offered on
+        its own, every viewer would get a write per message and the feed would fall further behind with each.
+        """
+        try:
+            while True:
+                await self.has_arrived.wait()
+                # No await between the clear and the take: a message that arrives later sets it again.
+                self.has_arrived.clear()
+                messages, self.arrived = self.arrived, []
+                for message in _merged(messages):
+                    await self._fan_out_one(message)
+        except Exception:
+            log.exception("the feed of %s stopped", self.group)
+            await self._fail()
+
+    async def _fan_out_one(self, message: GroupMessage) -> None:
+        if message.get("type") == "execution.status":
+            async with self.announcing:
+                await self._announce(message)  # type: ignore[arg-type]
+            return
+        if message.get("type") == "timeline.append":
+            try:
+                self.remember(message["frames"])  # type: ignore[typeddict-item]
+            except (KeyError, TypeError):
+                # A malformed message must not stop the feed of every viewer; a later message or the next check
+                # brings what it should have.
+                log.exception("a timeline message of %s is malformed", self.group)
+                return
+        await self._offer(message)
+
+    async def _check(self) -> None:
+        try:
+            while True:
+                await asyncio.sleep(settings.HARNESS_SOCKET_REFRESH_SECONDS)
+                await self.layer.group_add(self.group, self.channel)
+                async with self.announcing:
+                    status, end = await database_sync_to_async(_status_and_end)(self.execution_pk)
+                    if end > self.seen or status != self.status:
+                        await self._announce(status)
+        except Exception:
+            log.exception("checking the feed of %s failed", self.group)
+            await self._fail()
+
+    async def _fail(self) -> None:
+        """Stop receiving and close every viewer; their pages reconnect to a new feed."""
+        self._forget()
+        for task in self.tasks:
+            if task is not asyncio.current_task():
+                task.cancel()
+        for viewer in list(self.viewers):
+            await viewer.drop()
 
 
-_feeds: dict[tuple[asyncio.AbstractEventLoop, str], ExecutionFeed] = {}
+def _is_append(message: GroupMessage) -> TypeGuard[TimelineAppend]:
+    return message.get("type") == "timeline.append" and isinstance(message.get("frames"), list)
 
 
-def feed_for(group: str) -> ExecutionFeed:
-    """This event loop's feed of `group` (a web process runs one loop)."""
-    feed = _feeds.get((asyncio.get_running_loop(), group))
+def _merged(messages: list[GroupMessage]) -> list[GroupMessage]:
+    """`messages` in order, each run of consecutive timeline messages as one."""
+    merged: list[GroupMessage] = []
+    for message in messages:
+        previous = merged[-1] if merged else None
+        if _is_append(message) and previous is not None and _is_append(previous):
+            merged[-1] = TimelineAppend(type="timeline.append", frames=previous["frames"] + message["frames"])
+        else:
+            merged.append(message)
+    return merged
+
+
+_feeds: dict[tuple[asyncio.AbstractEventLoop, int], ExecutionFeed] = {}
+
+
+def feed_for(execution_pk: int) -> ExecutionFeed:
+    """This event loop's feed of the execution (a web process runs one loop)."""
+    feed = _feeds.get((asyncio.get_running_loop(), execution_pk))
     if feed is None:
-        feed = ExecutionFeed(group)
+        feed = ExecutionFeed(execution_pk)
         _feeds[feed.key] = feed
     return feed

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from ag_ui.core import TextMessageContentEvent
 from asgiref.sync import async_to_sync, sync_to_async
@@ -11,6 +13,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 
+from observers.execution_feeds import feed_for
 from observers.routing import websocket_urlpatterns
 from runs.models import Execution
 from runs.services import read_side
@@ -367,3 +370,50 @@ async def test_viewers_in_one_process_share_one_subscription_and_still_miss_noth
         )
         await communicator.disconnect()
     assert execution_group(run.execution_id) not in get_channel_layer().groups
+
+
+class HeldViewer:
+    """A second viewer of the feed whose first message is held until released: the feed falls behind meanwhile."""
+
+    def __init__(self) -> None:
+        self.offered: list[list[int]] = []
+        self.release = asyncio.Event()
+
+    async def offer(self, message) -> None:
+        self.offered.append([frame["position"] for frame in message["frames"]])
+        if len(self.offered) == 1:
+            await self.release.wait()
+
+    async def drop(self) -> None:
+        raise AssertionError("the held viewer was dropped")
+
+
+async def test_messages_that_pile_up_while_the_feed_is_behind_go_out_as_one_and_none_is_lost(seeded_run):
+    user, run = seeded_run
+    communicator = await connect(user, run.execution_id)
+    await communicator.send_json_to({"type": "subscribe", "after": 1100})
+    await receive_until(communicator, lambda m: m["type"] == "ready")
+    feed = feed_for(run.execution_id)
+    held = HeldViewer()
+    await feed.add(held)
+
+    await sync_to_async(commit_and_publish)(run, ["first"])
+    first = await communicator.receive_json_from(timeout=5)
+    assert (first["type"], first["position"]) == ("event", 1101)
+    # The feed is stuck offering 1101 to the held viewer while two more messages arrive.
+    await sync_to_async(commit_and_publish)(run, ["second"])
+    await sync_to_async(commit_and_publish)(run, ["third"])
+    for _ in range(500):
+        if len(feed.arrived) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert len(feed.arrived) == 2
+    held.release.set()
+
+    piled = await communicator.receive_json_from(timeout=5)
+    assert piled["type"] == "events"
+    assert [(e["position"], e["event"]["delta"]) for e in piled["events"]] == [(1102, "second"), (1103, "third")]
+    assert held.offered == [[1101], [1102, 1103]]
+    assert await communicator.receive_nothing(timeout=0.3)
+    await feed.remove(held)
+    await communicator.disconnect()
