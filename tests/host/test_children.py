@@ -193,12 +193,18 @@ def child_started(parent: Execution) -> bool:
     return Execution.objects.filter(parent_request__execution=parent).exists()
 
 
+def child_waiting_for_approval(stack) -> tuple[Execution, Execution]:
+    """A parent started with a child that asks for an approval, once the child waits for it."""
+    parent = start("child: deploy release 2.0")
+    wait_for(lambda: child_started(parent), what="the child", stack=stack)
+    child = child_of(parent)
+    wait_for(lambda: status_of(child) == ExecutionStatus.WAITING, what="the child's approval", stack=stack)
+    return parent, child
+
+
 @pytest.mark.services
 def test_approving_inside_a_child_resumes_the_parent_with_the_childs_output(live_stack, operator_user):
-    parent = start("child: deploy release 2.0")
-    wait_for(lambda: child_started(parent), what="the child", stack=live_stack)
-    child = child_of(parent)
-    wait_for(lambda: status_of(child) == ExecutionStatus.WAITING, what="the child's approval", stack=live_stack)
+    parent, child = child_waiting_for_approval(live_stack)
     assert status_of(parent) == ExecutionStatus.WAITING
 
     approve_all(child, operator_user, "approve-in-child")
@@ -261,10 +267,7 @@ def test_a_child_killed_with_its_worker_recovers_and_answers_its_parent_once(liv
 
 @pytest.mark.services
 def test_cancelling_the_parent_cancels_its_children(live_stack, operator_user):
-    parent = start("child: deploy release 2.0")
-    wait_for(lambda: child_started(parent), what="the child", stack=live_stack)
-    child = child_of(parent)
-    wait_for(lambda: status_of(child) == ExecutionStatus.WAITING, what="the child's approval", stack=live_stack)
+    parent, child = child_waiting_for_approval(live_stack)
 
     assert cancel_execution(parent, user=operator_user)
 
