@@ -16,12 +16,13 @@ __all__ = ("daphne", "operator_cookie", "seed_timeline", "stop_daphne", "timelin
 _servers: list[DaphneServer] = []
 
 
-def daphne() -> DaphneServer:
-    """daphne on a free port, on this process's database and Redis, started once per suite process."""
-    if not _servers:
+def daphne(index: int = 0) -> DaphneServer:
+    """daphne number `index` on a free port, on this process's database and Redis, started once per suite process
+    (several are several web processes behind one load balancer)."""
+    while len(_servers) <= index:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "DJANGO_SETTINGS_MODULE": "harness_site.settings"}
         _servers.append(DaphneServer(env).start())
-    return _servers[0]
+    return _servers[index]
 
 
 def stop_daphne() -> None:

@@ -1,13 +1,14 @@
-"""Benchmark 6: many viewers of one live execution, through one real daphne.
+"""Benchmark 6: many viewers of one live execution, through real daphne processes.
 
-Two scenarios. A synthetic run is written through the worker's write path (`bench.writer`) at `RATE` items per
+Three scenarios. A synthetic run is written through the worker's write path (`bench.writer`) at `RATE` items per
 second while viewers (websocket clients in `PROCESSES` separate processes, `bench.viewer_clients`) subscribe
 from the start: `ramp` opens 1000 viewers evenly over 10 s, so most join mid-run and replay before going live;
-`burst` opens 300 at once. Every viewer must be served and end with exactly the stored timeline (the sha256 of
-its frames equals the stored frames'), and the p99 of creation-to-receipt over every live frame of every viewer
-must stay under 100 ms. There is no baseline: the targets are absolute. Each repetition also notes the load
-average at its start and the CPU time daphne and the client processes used, to tell which of them was short of
-CPU.
+`burst` opens 300 at once; `ramp, 2 daphnes` is the ramp again with the viewers split between two daphne
+processes, as `HARNESS_WEB=2` runs them behind a load balancer. Every viewer must be served and end with exactly
+the stored timeline (the sha256 of its frames equals the stored frames'), and the p99 of creation-to-receipt over
+every live frame of every viewer must stay under 100 ms. There is no baseline: the targets are absolute. Each
+repetition also notes the load average at its start and the CPU time the daphnes and the client processes used,
+to tell which of them was short of CPU.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ __all__ = ("run",)
 
 RATE = 20.0
 PROCESSES = 2
-SCENARIOS = (("ramp", 1000, 10.0), ("burst", 300, 0.0))
-QUICK_SCENARIOS = (("ramp", 60, 2.0), ("burst", 30, 0.0))
+# (label, viewers, seconds over which they open, daphne processes)
+SCENARIOS = (("ramp", 1000, 10.0, 1), ("burst", 300, 0.0, 1), ("ramp, 2 daphnes", 1000, 10.0, 2))
+QUICK_SCENARIOS = (("ramp", 60, 2.0, 1), ("burst", 30, 0.0, 1), ("ramp, 2 daphnes", 60, 2.0, 2))
 LATENCY = Target("median", "<", 100.0, "p99 creation-to-receipt of live frames under 100 ms")
 SERVED = Target("median", ">=", 1.0, "every viewer served with exactly the stored timeline")
 
@@ -54,7 +56,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _once(server, cookie: str, synthetic, positions: list[int], viewers: int, ramp: float) -> dict:
+def _once(servers: list, cookie: str, synthetic, positions: list[int], viewers: int, ramp: float) -> dict:
     from observers.agui import HarnessAguiStreamObserver
     from runs.services.projection import RunProjection
 
@@ -63,7 +65,7 @@ def _once(server, cookie: str, synthetic, positions: list[int], viewers: int, ra
     discard(synthetic.thread_id)
     run, lease = leased_run(synthetic.thread_id, synthetic.run_id)
     load = os.getloadavg()[0]
-    server_cpu = _cpu_seconds(server.process.pid)
+    server_cpu = sum(_cpu_seconds(server.process.pid) for server in servers)
     shares = [viewers // PROCESSES + (n < viewers % PROCESSES) for n in range(PROCESSES)]
     clients = [
         subprocess.Popen(
@@ -71,8 +73,8 @@ def _once(server, cookie: str, synthetic, positions: list[int], viewers: int, ra
                 sys.executable,
                 "-m",
                 "bench.viewer_clients",
-                server.ws_url,
-                server.base_url,
+                servers[n % len(servers)].ws_url,
+                servers[n % len(servers)].base_url,
                 cookie,
                 str(run.execution_id),
                 str(share),
@@ -82,7 +84,7 @@ def _once(server, cookie: str, synthetic, positions: list[int], viewers: int, ra
             stdout=subprocess.PIPE,
             text=True,
         )
-        for share in shares
+        for n, share in enumerate(shares)
     ]
     try:
         created_at = [0.0] * synthetic.size
@@ -93,7 +95,7 @@ def _once(server, cookie: str, synthetic, positions: list[int], viewers: int, ra
         projection = RunProjection(run, copy.copy(HarnessAguiStreamObserver(retain_events=False)))
         async_to_sync(write_like_worker)(run, lease, projection, synthetic, pace=RATE, created=created)
         outputs = [json.loads(client.communicate(timeout=240)[0].strip().splitlines()[-1]) for client in clients]
-        server_cpu = _cpu_seconds(server.process.pid) - server_cpu
+        server_cpu = sum(_cpu_seconds(server.process.pid) for server in servers) - server_cpu
     finally:
         for client in clients:
             if client.poll() is None:
@@ -125,13 +127,14 @@ def run(context: BenchContext) -> Report:
     synthetic = synthetic_run(SIZES["0.3k"])
     positions = _positions_by_item(synthetic)
     cookie = operator_cookie()
-    server = daphne()
     repeats = min(context.repeats, 3)
-    for label, viewers, ramp in QUICK_SCENARIOS if context.quick else SCENARIOS:
-        outcomes = [_once(server, cookie, synthetic, positions, viewers, ramp) for _ in range(repeats)]
+    for label, viewers, ramp, processes in QUICK_SCENARIOS if context.quick else SCENARIOS:
+        servers = [daphne(index) for index in range(processes)]
+        outcomes = [_once(servers, cookie, synthetic, positions, viewers, ramp) for _ in range(repeats)]
         extra = {
             "viewers": viewers,
             "ramp_s": ramp,
+            "daphnes": processes,
             "items_per_s": RATE,
             "events_per_run": positions[-1],
             "p50_ms": [o["p50"] for o in outcomes],
@@ -161,7 +164,8 @@ def run(context: BenchContext) -> Report:
                 )
             )
     report.notes.append(
-        f"One daphne; viewers in {PROCESSES} client processes, which note each message's receipt time and decode "
+        f"One daphne (two in `ramp, 2 daphnes`, each client process on one of them); viewers in {PROCESSES} client "
+        "processes, which note each message's receipt time and decode "
         f"it after the run; a {positions[-1]}-event run written at {RATE:.0f} items/s through the worker's write "
         "path while they subscribe. Each repetition is one run; the figure is "
         "the median over repetitions of that run's p99 (and of its fraction of viewers served with the stored "
