@@ -20,7 +20,7 @@ import logging
 from channels.db import database_sync_to_async
 
 from observers.authenticated import AuthenticatedJsonConsumer
-from observers.execution_feeds import ExecutionFeed, feed_for, text_of
+from observers.execution_feeds import ExecutionFeed, feed_for, merged, text_of
 from runs.protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NOT_FOUND,
@@ -171,15 +171,11 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
 
     async def _handle(self, messages: list[GroupMessage]) -> None:
         """Frames of consecutive timeline messages go out together; a status after every frame before it."""
-        frames: list[TimelineFrame] = []
-        for message in messages:
+        for message in merged(messages):
             if message["type"] == "timeline.append":
-                frames += message["frames"]
+                await self._deliver(message["frames"])
             elif message["type"] == "execution.status":
-                await self._deliver(frames)
-                frames = []
                 await self._send_status(message)
-        await self._deliver(frames)
 
     def _following(self, frames: list[TimelineFrame]) -> list[TimelineFrame] | None:
         """The frames after the last one sent, if they follow it without a hole (None if they do not)."""

@@ -38,7 +38,7 @@ from runs.protocol import ExecutionStatusMessage, GroupMessage, TimelineAppend, 
 from runs.services import read_side
 from runs.services.publishing import execution_group
 
-__all__ = ("ExecutionFeed", "Viewer", "feed_for", "text_of")
+__all__ = ("ExecutionFeed", "Viewer", "feed_for", "merged", "text_of")
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +201,7 @@ class ExecutionFeed:
                 # No await between the clear and the take: a message that arrives later sets it again.
                 self.has_arrived.clear()
                 messages, self.arrived = self.arrived, []
-                for message in _merged(messages):
+                for message in merged(messages):
                     await self._fan_out_one(message)
         except Exception:
             log.exception("the feed of %s stopped", self.group)
@@ -249,16 +249,16 @@ def _is_append(message: GroupMessage) -> TypeGuard[TimelineAppend]:
     return message.get("type") == "timeline.append" and isinstance(message.get("frames"), list)
 
 
-def _merged(messages: list[GroupMessage]) -> list[GroupMessage]:
+def merged(messages: list[GroupMessage]) -> list[GroupMessage]:
     """`messages` in order, each run of consecutive timeline messages as one."""
-    merged: list[GroupMessage] = []
+    runs: list[GroupMessage] = []
     for message in messages:
-        previous = merged[-1] if merged else None
+        previous = runs[-1] if runs else None
         if _is_append(message) and previous is not None and _is_append(previous):
-            merged[-1] = TimelineAppend(type="timeline.append", frames=previous["frames"] + message["frames"])
+            runs[-1] = TimelineAppend(type="timeline.append", frames=previous["frames"] + message["frames"])
         else:
-            merged.append(message)
-    return merged
+            runs.append(message)
+    return runs
 
 
 _feeds: dict[tuple[asyncio.AbstractEventLoop, int], ExecutionFeed] = {}
