@@ -27,6 +27,7 @@ if settings.PRODUCTION:
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from harness_site import eager_writes  # noqa: E402
 from observers.routing import websocket_urlpatterns  # noqa: E402
 from observers.socket_sessions import socket_auth_stack  # noqa: E402
 
@@ -36,6 +37,9 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(socket_auth_stack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+# A live message goes to every viewer's socket in turn; each write is sent at once instead of a loop round later.
+eager_writes.install()
 
 # Everything loaded so far (Django, the models, pydantic-ai, the consumers) lives as long as the process; frozen,
 # the collector stops walking it on every full collection. With hundreds of open sockets a full collection

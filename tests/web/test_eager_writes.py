@@ -1,0 +1,93 @@
+"""daphne's eager TCP writes: sent at once when nothing waits, in order behind what does, errors left to Twisted.
+
+A real loopback TCP connection under Twisted's transport; the reactor is Twisted's `MemoryReactor`, so a test sees
+whether a write went out at once or was left for the reactor's next round (the socket registered as a writer).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+from twisted.internet import error, tcp
+from twisted.internet.protocol import Protocol
+from twisted.internet.testing import MemoryReactor
+
+from harness_site import eager_writes
+
+
+@pytest.fixture(autouse=True)
+def installed(monkeypatch) -> None:
+    monkeypatch.setattr(tcp.Connection, "write", tcp.Connection.write)
+    eager_writes.install()
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[tcp.Connection, socket.socket, MemoryReactor]]:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        peer = socket.create_connection(listener.getsockname())
+        accepted, _ = listener.accept()
+    reactor = MemoryReactor()
+    connection = tcp.Connection(accepted, Protocol(), reactor)
+    connection.connected = True
+    peer.settimeout(5)
+    yield connection, peer, reactor
+    peer.close()
+    accepted.close()
+
+
+def _receive(peer: socket.socket, size: int) -> bytes:
+    received = b""
+    while len(received) < size:
+        chunk = peer.recv(size - len(received))
+        assert chunk, "the connection closed early"
+        received += chunk
+    return received
+
+
+def test_a_write_with_nothing_buffered_is_sent_at_once(pair) -> None:
+    connection, peer, reactor = pair
+    connection.write(b"live message")
+    assert _receive(peer, 12) == b"live message"
+    assert reactor.getWriters() == []
+
+
+def test_what_the_socket_cannot_take_is_buffered_and_later_writes_queue_behind_it(pair) -> None:
+    connection, peer, reactor = pair
+    large = bytes(range(256)) * (16 * 1024)  # 4 MiB: more than loopback's socket buffers hold unread
+    connection.write(large)
+    assert reactor.getWriters() == [connection]
+    connection.write(b"queued")
+    assert connection.doWrite() is None  # the socket is still full: the rest moves to Twisted's send buffer
+    connection.write(b"after")
+    received = b""
+    while len(received) < len(large) + 11:
+        received += peer.recv(1 << 20)
+        assert connection.doWrite() is None
+    assert received == large + b"queued" + b"after"
+
+
+def test_a_write_on_a_connection_the_peer_reset_leaves_the_loss_to_the_reactor(pair) -> None:
+    connection, peer, reactor = pair
+    peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    peer.close()  # with a zero linger: a reset, so the next send fails
+    for _ in range(100):
+        connection.write(b"to nobody")
+        if reactor.getWriters():
+            break
+    assert reactor.getWriters() == [connection]
+    assert isinstance(connection.doWrite(), error.ConnectionLost)
+
+
+def test_a_closing_connection_keeps_twisteds_buffered_path(pair) -> None:
+    connection, _peer, reactor = pair
+    connection.disconnecting = True
+    connection.write(b"last words")
+    assert reactor.getWriters() == [connection]
+
+
+def test_the_asgi_application_installs_it() -> None:
+    import harness_site.asgi  # noqa: F401
+
+    assert tcp.Connection.write is eager_writes._write
