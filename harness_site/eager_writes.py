@@ -8,7 +8,8 @@ websocket writes a second (bench/findings.md, section 12). Here a write on a pla
 buffered goes straight to Twisted's own `writeSomeData`, which limits the size and treats a full socket buffer
 as "nothing sent"; whatever it did not send, and every write while something is buffered, takes Twisted's usual
 path, so bytes keep their order and a lost connection is still found and reported by the reactor. TLS
-connections and closing ones are left to Twisted.
+connections, closing ones and ones with a pull producer (which Twisted asks for more data only when its buffer
+drains) are left to Twisted.
 
 Twisted is pinned to the versions this was checked against (pyproject.toml); `tests/web/test_eager_writes.py`
 drives a real socket pair through the patched transport.
@@ -30,6 +31,7 @@ def _write(self: tcp.Connection, data: bytes) -> None:
         and self.connected
         and not self.disconnecting
         and not self.TLS
+        and (self.producer is None or self.streamingProducer)
         and not self._tempDataBuffer
         and self.offset == len(self.dataBuffer)
     ):

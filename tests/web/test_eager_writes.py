@@ -87,6 +87,27 @@ def test_a_closing_connection_keeps_twisteds_buffered_path(pair) -> None:
     assert reactor.getWriters() == [connection]
 
 
+def test_a_connection_with_a_pull_producer_keeps_twisteds_buffered_path(pair) -> None:
+    """Twisted asks a pull producer for more only when the buffer drains, on the reactor's round."""
+    connection, _peer, reactor = pair
+
+    class Pull:
+        resumed = 0
+
+        def resumeProducing(self) -> None:
+            self.resumed += 1
+
+        def stopProducing(self) -> None:
+            pass
+
+    producer = Pull()
+    connection.registerProducer(producer, False)
+    connection.write(b"a chunk")
+    assert reactor.getWriters() == [connection]
+    connection.doWrite()
+    assert producer.resumed == 2
+
+
 def test_the_asgi_application_installs_it() -> None:
     import harness_site.asgi  # noqa: F401
 
