@@ -167,6 +167,10 @@ class Execution(models.Model):
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="executions")
     number = models.PositiveIntegerField()
     input = models.TextField(blank=True)
+    # What the thread search matches: searching `input` itself would tell which threads hold a masked secret.
+    shown_input = models.TextField(
+        blank=True, editable=False, help_text="The input as pages show it, masked by the execution's policy version."
+    )
     status = models.CharField(max_length=16, choices=ExecutionStatus.choices, default=ExecutionStatus.QUEUED)
     trigger = models.CharField(max_length=16, choices=ExecutionTrigger.choices, default=ExecutionTrigger.MANUAL)
     policy_version = models.ForeignKey(HostPolicyVersion, on_delete=models.PROTECT, related_name="executions")

@@ -63,6 +63,7 @@ from runs.models import (
     TimelineEvent,
 )
 from runs.services import checkpoints, executions, leases, policy
+from runs.services.redaction import redactor_for
 from tests.agui_http import PROFILE
 from tests.approval_scenarios import TOOLS
 
@@ -230,8 +231,14 @@ def policy_version() -> HostPolicyVersion:
 def make_execution(thread: Thread | None = None, *, status: str = "running", input: str = "hello") -> Execution:
     thread = thread or make_thread()
     number = thread.executions.count() + 1
+    version = policy_version()
     return Execution.objects.create(
-        thread=thread, number=number, input=input, status=status, policy_version=policy_version()
+        thread=thread,
+        number=number,
+        input=input,
+        shown_input=redactor_for(version).text(input),
+        status=status,
+        policy_version=version,
     )
 
 

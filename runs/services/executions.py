@@ -30,6 +30,7 @@ from .agents import profile_snapshot
 from .policy import publish_policy_version
 from .publishing import publish_execution_status
 from .queueing import enqueue_run
+from .redaction import redactor_for
 
 __all__ = (
     "ExecutionBusy",
@@ -109,12 +110,14 @@ def start_execution(
         with transaction.atomic():
             thread = Thread.objects.select_for_update().get(pk=thread.pk)
             number = (thread.executions.aggregate(last=Max("number"))["last"] or 0) + 1
+            version = current_policy_version()
             execution = Execution.objects.create(
                 thread=thread,
                 number=number,
                 input=input,
+                shown_input=redactor_for(version).text(input),
                 trigger=trigger,
-                policy_version=current_policy_version(),
+                policy_version=version,
                 created_by=user if getattr(user, "is_authenticated", False) else None,
                 parent_request=parent_request,
             )

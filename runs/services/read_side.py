@@ -181,7 +181,7 @@ def threads_overview(*, search: str = "", status: str = "") -> QuerySet[Thread]:
         threads = threads.filter(
             Q(title__icontains=search)
             | Q(thread_id__icontains=search)
-            | Q(executions__input__icontains=search)
+            | Q(executions__shown_input__icontains=search)
             | Q(profile__name__icontains=search)
         ).distinct()
     if status == IDLE:

@@ -62,6 +62,20 @@ def test_threads_list_searches_filters_and_pages(client_in):
     assert client_in.get("/").context["page"][0].pk == idle.pk
 
 
+def test_the_thread_search_matches_inputs_as_shown_never_a_masked_secret(client_in):
+    """Searching the stored input would tell an operator which threads hold a secret the pages mask, one guess
+    at a time."""
+    factories.configure_policy(redact_patterns=["api_key"])
+    thread = executions.create_thread(factories.make_thread().profile, title="Deploy")
+    execution = executions.start_execution(thread, "deploy the site with api_key=SECRET-4711 tonight")
+    assert "SECRET-4711" not in client_in.get(f"/executions/{execution.pk}/").content.decode()
+
+    for term in ("SECRET-4711", "secret-47", "4711"):
+        assert list(client_in.get("/", {"q": term}).context["page"]) == [], term
+    for term in ("deploy the site", "tonight", "api_key=[redacted]"):
+        assert [t.pk for t in client_in.get("/", {"q": term}).context["page"]] == [thread.pk], term
+
+
 def test_thread_page_shows_executions_checkpoints_and_fork_lineage(client_in):
     profile = factories.make_thread().profile
     source = executions.create_thread(profile, title="Source thread")
