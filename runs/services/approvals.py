@@ -273,10 +273,13 @@ def _accept(
     return _record(execution, requests, answers, key=key, user=user, request_status=DeferredStatus.DECIDED)
 
 
-def answer_child_request(request: DeferredRequest, answer: Answer) -> DecisionSubmission | None:
-    """Inside the transaction that ended a Host-managed child: its outcome as the answer to the parent's
-    request, resuming the parent if that completed its set. `None` when the request no longer waits (the parent
-    was cancelled or moved on), so a repeated end answers nothing twice."""
+def answer_child_request(
+    request: DeferredRequest, answer: Answer, *, child: Execution | None = None
+) -> DecisionSubmission | None:
+    """Inside the transaction that ended a Host-managed child (`child`; or, without one, the suspension that could
+    not start it): its outcome as the answer to the parent's request, resuming the parent if that completed its
+    set. A child's answer is a decision item in the parent's timeline. `None` when the request no longer waits
+    (the parent was cancelled or moved on), so a repeated end answers nothing twice."""
     execution = Execution.objects.select_for_update().select_related("thread").get(pk=request.execution_id)
     request = DeferredRequest.objects.get(pk=request.pk)
     if (
@@ -292,7 +295,10 @@ def answer_child_request(request: DeferredRequest, answer: Answer) -> DecisionSu
         key=f"child-{request.pk}",
         user=None,
         request_status=DeferredStatus.DECIDED,
-        timeline=False,
+        # A child that could not start is answered inside the suspending run's own transaction, before its lane
+        # is closed; the resume run shows that refusal.
+        timeline=child is not None,
+        child=child,
     )
 
 
@@ -415,9 +421,10 @@ def _record(
     user: AbstractBaseUser | None,
     request_status: str,
     timeline: bool = True,
+    child: Execution | None = None,
 ) -> DecisionSubmission:
-    """Store answers to part of a set (`timeline`: as a decision item too), and resume the execution if that
-    completed the set."""
+    """Store answers to part of a set (`timeline`: as a decision item too, naming the answering `child`), and
+    resume the execution if that completed the set."""
     if len({request.run_id for request in requests}) != 1:
         raise SubmissionRejected("The requests answered together must be of one suspended run.", code="stale")
     deferred = _suspended_requests(requests[0].run_id)
@@ -431,7 +438,7 @@ def _record(
     if submission.resume_run is not None:
         submission.save(update_fields=["resume_run"])
     if timeline:
-        decision_items.record(submission)
+        decision_items.record(submission, child=child)
     return submission
 
 

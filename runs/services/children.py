@@ -101,15 +101,15 @@ def answer_parent(execution_pk: int) -> None:
         answer = Answer(request.tool_call_id, Verdict.FAILED, message=f"{label} failed ({reason})."[:4000])
     else:
         return
-    _answer(request, answer)
+    _answer(request, answer, child=execution)
 
 
-def _answer(request: DeferredRequest, answer: Answer) -> None:
+def _answer(request: DeferredRequest, answer: Answer, *, child: Execution | None = None) -> None:
     try:
         # A savepoint: a parent that cannot be answered must not undo the transaction it is answered in (a
         # child's end, a suspension).
         with transaction.atomic():
-            answer_child_request(request, answer)
+            answer_child_request(request, answer, child=child)
     except SubmissionRejected as exc:
         log.error(
             "cannot answer the child request %s of execution %s: %s", request.pk, request.execution_id, exc.message

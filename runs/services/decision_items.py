@@ -21,12 +21,20 @@ from typing import Any, Final, Literal
 from ag_ui.core import CustomEvent
 from pydantic import BaseModel, ConfigDict
 
-from runs.models import Decision, DecisionSubmission, DeferredRequest, Run, TimelineOrigin, Verdict
+from runs.models import Decision, DecisionSubmission, DeferredRequest, Execution, Run, TimelineOrigin, Verdict
 
 from .projection import store_events
 from .redaction import REDACTED, Redactor, redactor_for
 
-__all__ = ("DECISION_EVENT_NAME", "ArgumentChange", "DecidedCall", "DecisionItem", "argument_changes", "record")
+__all__ = (
+    "DECISION_EVENT_NAME",
+    "AnsweringChild",
+    "ArgumentChange",
+    "DecidedCall",
+    "DecisionItem",
+    "argument_changes",
+    "record",
+)
 
 DECISION_EVENT_NAME: Final = "a13n.host.decision"
 
@@ -55,8 +63,19 @@ class DecidedCall(BaseModel):
     result: Any = None
 
 
+class AnsweringChild(BaseModel):
+    """The Host-managed child execution whose end answered a request (its verdict says how it ended)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    execution: int
+    thread: str
+    number: int
+
+
 class DecisionItem(BaseModel):
-    """The value of an `a13n.host.decision` event; `decided_by` is `None` for the host's own expiry."""
+    """The value of an `a13n.host.decision` event; `decided_by` is `None` for the host's own expiry and for a
+    child's answer (`child`)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -66,6 +85,7 @@ class DecisionItem(BaseModel):
     suspended_run: int
     resume_run: int | None
     calls: tuple[DecidedCall, ...]
+    child: AnsweringChild | None = None
 
 
 def argument_changes(before: Any, after: Any, path: str = "") -> tuple[ArgumentChange, ...]:
@@ -118,7 +138,9 @@ def _call(decision: Decision, redaction: Redactor) -> DecidedCall:
     )
 
 
-def item_of(submission: DecisionSubmission, decisions: Sequence[Decision], suspended: Run) -> DecisionItem:
+def item_of(
+    submission: DecisionSubmission, decisions: Sequence[Decision], suspended: Run, child: Execution | None = None
+) -> DecisionItem:
     redaction = redactor_for(suspended.policy_version)
     user = submission.submitted_by
     return DecisionItem(
@@ -128,14 +150,18 @@ def item_of(submission: DecisionSubmission, decisions: Sequence[Decision], suspe
         suspended_run=suspended.number,
         resume_run=submission.resume_run.number if submission.resume_run is not None else None,
         calls=tuple(_call(decision, redaction) for decision in decisions),
+        child=None
+        if child is None
+        else AnsweringChild(execution=child.pk, thread=str(child.thread), number=child.number),
     )
 
 
-def record(submission: DecisionSubmission) -> None:
-    """Inside the decision's transaction: store the submission's decision item in the suspended run's lane."""
+def record(submission: DecisionSubmission, *, child: Execution | None = None) -> None:
+    """Inside the decision's transaction: store the submission's decision item in the suspended run's lane
+    (`child`: the Host-managed child whose end answered it)."""
     decisions = list(submission.decisions.select_related("request__run__policy_version").order_by("request_id"))
     suspended = decisions[0].request.run
-    item = item_of(submission, decisions, suspended)
+    item = item_of(submission, decisions, suspended, child)
     event = CustomEvent(
         name=DECISION_EVENT_NAME,
         value=item.model_dump(mode="json"),

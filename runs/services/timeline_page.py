@@ -35,6 +35,7 @@ VERDICT_LABELS = {
     "external_result": "result entered",
     "answered": "answered",
     "cancelled": "cancelled",
+    "failed": "failed",
 }
 
 
@@ -47,6 +48,7 @@ def page_config(execution: Execution, lanes: list[Lane]) -> dict[str, Any]:
         # The script substitutes the position / run pk for the trailing 0.
         "eventUrl": reverse("runs:event", args=[execution.pk, 0]),
         "runUrl": reverse("runs:run", args=[0]),
+        "executionUrl": reverse("runs:execution", args=[0]),
         "approvalsUrl": reverse("runs:approvals"),
         "eventLabels": EVENT_LABELS,
         "inheritedTools": provenance.inherited_tool_names(execution),

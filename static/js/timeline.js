@@ -74,6 +74,10 @@ export class Timeline {
     return this.config.runUrl.replace(/0\/$/, `${pk}/`);
   }
 
+  executionUrl(pk) {
+    return this.config.executionUrl.replace(/0\/$/, `${pk}/`);
+  }
+
   lane(summary) {
     let lane = this.lanes.get(summary.pk);
     if (!lane) {
@@ -278,20 +282,30 @@ export class Timeline {
     }
   }
 
-  // A decided (or expired) set: one item with who, when, each verdict, edits as a diff and the message; the
-  // calls' own tool cards get their outcome, and the interrupt cards lose their link to the form.
+  // A decided (or expired) set, or a Host-managed child's answer: one item with who, when, each verdict, edits as
+  // a diff and the message; the calls' own tool cards get their outcome, and the interrupt cards lose their link.
   decision(scope, frame, value) {
-    const who = value.decided_by ?? "the host";
+    const child = value.child;
+    const who = child ? `child execution #${child.number}` : (value.decided_by ?? "the host");
     const calls = value.calls ?? [];
     const cancelled = calls.length > 0 && calls.every((call) => call.verdict === "cancelled");
-    const label = value.expired ? "expired" : `${cancelled ? "cancelled" : "decided"} by ${who}`;
+    const label = value.expired ? "expired" : `${child ? "answered" : cancelled ? "cancelled" : "decided"} by ${who}`;
     const item = scope.add(new Item(this, "decision", frame, label));
     item.element.classList.toggle("expired", Boolean(value.expired));
     item.extra.textContent = value.resume_run ? `run ${value.resume_run} resumes` : "";
     item.element.querySelector(".item-time").title = value.decided_at ?? "";
     if (value.expired) item.body.append(el("div", "decision-note", "No answer arrived before the approval timeout."));
+    if (child) {
+      const note = el("div", "decision-note", "The child execution ended: ");
+      note.append(link("answering-child", `${child.thread} · execution #${child.number}`, this.executionUrl(child.execution)));
+      item.body.append(note);
+    }
     for (const call of calls) {
-      const verdict = call.edits?.length ? "approved with edited arguments" : (this.config.constants.verdicts[call.verdict] ?? call.verdict);
+      const verdict = call.edits?.length
+        ? "approved with edited arguments"
+        : child && call.verdict === "external_result"
+          ? "the child's result"
+          : (this.config.constants.verdicts[call.verdict] ?? call.verdict);
       const row = el("div", `decided-call verdict-${call.verdict}`);
       const head = el("div", "decided-head");
       head.append(el("code", "tool-name", call.tool_name), el("span", "badge verdict", verdict), el("span", "mono sub", call.tool_call_id));

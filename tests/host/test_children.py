@@ -28,6 +28,8 @@ from runs.models import (
     Run,
     RunReason,
     RunStatus,
+    TimelineEvent,
+    TimelineOrigin,
     ToolDispatch,
     Verdict,
 )
@@ -36,6 +38,7 @@ from runs.services.approvals import Answer, open_requests, pending_requests, sub
 from runs.services.audit import AuditFilters
 from runs.services.cancellation import cancel_execution
 from runs.services.children import MAX_CHILD_DEPTH
+from runs.services.decision_items import DECISION_EVENT_NAME
 from tests import factories
 
 
@@ -72,6 +75,16 @@ def child_answer(parent: Execution) -> object:
     resume_run = parent.runs.get(reason=RunReason.RESUME)
     request = DeferredRequest.objects.get(execution=parent, kind=DeferredKind.CHILD)
     return decode_resume(resume_run.deferred_resume).results.calls[request.tool_call_id]
+
+
+def decision_item(execution: Execution) -> dict:
+    """The one decision item of the execution's timeline, which must come between its suspended run's events and
+    its resume run's."""
+    (event,) = TimelineEvent.objects.filter(execution=execution, event__name=DECISION_EVENT_NAME)
+    resume = execution.runs.get(reason=RunReason.RESUME)
+    assert event.run.reason == RunReason.INITIAL and event.origin == TimelineOrigin.HOST
+    assert event.position < execution.timeline.filter(run=resume).order_by("position").first().position
+    return event.event["value"]
 
 
 @pytest.mark.django_db
@@ -214,6 +227,12 @@ def test_approving_inside_a_child_resumes_the_parent_with_the_childs_output(live
     assert "deployed 2.0" in child_output
     assert child_answer(parent) == child_output
     assert "deployed 2.0" in parent.runs.order_by("-number").first().output
+    item = decision_item(parent)
+    assert item["child"] == {"execution": child.pk, "thread": str(child.thread), "number": 1}
+    assert item["decided_by"] is None and item["resume_run"] == 2
+    assert [(call["tool_name"], call["verdict"], call["result"]) for call in item["calls"]] == [
+        ("delegate_to_child", Verdict.EXTERNAL_RESULT, child_output)
+    ]
 
 
 @pytest.mark.services
@@ -227,6 +246,9 @@ def test_a_failed_child_fails_the_parents_call(live_stack):
     assert isinstance(answer, ToolFailed)
     assert child.failure_code in answer.message
     assert Decision.objects.get(request__execution=parent).verdict == Verdict.FAILED
+    item = decision_item(parent)
+    assert item["child"]["execution"] == child.pk
+    assert item["calls"][0]["verdict"] == Verdict.FAILED and child.failure_code in item["calls"][0]["message"]
 
 
 @pytest.fixture

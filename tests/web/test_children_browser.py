@@ -1,5 +1,5 @@
 """A Host-managed child in Chromium: the parent links to its child, the child back, and an approval given on the
-child's page resumes the parent live."""
+child's page resumes the parent live, whose timeline shows the child's answer as a decision item."""
 
 from __future__ import annotations
 
@@ -51,3 +51,11 @@ def test_an_operator_follows_the_parent_to_its_child_approves_there_and_the_pare
     expect(page.locator("#execution-status")).to_have_text("completed", timeout=60_000)
     expect(page.locator("a.child-link")).to_have_text(f"{child.thread} · execution #1")
     expect(page.locator("#timeline")).to_contain_text("deployed 2.0", timeout=60_000)
+    # The child's end is the answer to the parent's request, shown where an operator's decision would be.
+    answered = page.locator(".item-decision")
+    expect(answered.locator(".item-label")).to_have_text("answered by child execution #1")
+    expect(answered.locator("a.answering-child")).to_have_attribute("href", f"/executions/{child.pk}/")
+    expect(answered.locator(".decided-call .verdict")).to_have_text("the child's result")
+    expect(page.locator(".interrupt-card.reason-child .interrupt-closed")).to_have_text(
+        "the child's result (see the decision below)"
+    )
