@@ -323,7 +323,7 @@ export class Timeline {
           calls: calls.map((call) => call.tool_call_id),
           expired: Boolean(value.expired),
           cancelled,
-          decidedBy: value.decided_by ?? null,
+          decidedBy: child ? who : (value.decided_by ?? null),
           decidedAt: value.decided_at ?? null,
         },
       }),
