@@ -7,9 +7,12 @@ dispatch per socket and message on top of the `send` itself: about a third of da
 websocket writes a second (bench/findings.md, section 12). Here a write on a plain TCP connection with nothing
 buffered goes straight to Twisted's own `writeSomeData`, which limits the size and treats a full socket buffer
 as "nothing sent"; whatever it did not send, and every write while something is buffered, takes Twisted's usual
-path, so bytes keep their order and a lost connection is still found and reported by the reactor. TLS
-connections, closing ones and ones with a pull producer (which Twisted asks for more data only when its buffer
-drains) are left to Twisted.
+path, so bytes keep their order and a lost connection is still found and reported by the reactor. Connections
+that started TLS on the transport, closing, aborted or half-closed ones, and ones with a pull producer (which
+Twisted asks for more data only when its buffer drains) are left to Twisted. A TLS endpoint wraps the protocol
+instead, so what comes here is already encrypted. An eagerly written connection gets `TCP_NODELAY`, as asyncio
+gives every TCP connection: two small writes in one loop round are no longer one send, and without it the second
+could wait for the peer's delayed acknowledgement.
 
 Twisted is pinned to the versions this was checked against (pyproject.toml); `tests/web/test_eager_writes.py`
 drives a real socket pair through the patched transport.
@@ -30,11 +33,16 @@ def _write(self: tcp.Connection, data: bytes) -> None:
         and type(data) is bytes
         and self.connected
         and not self.disconnecting
+        and not self._aborting
+        and not self._writeDisconnected
         and not self.TLS
         and (self.producer is None or self.streamingProducer)
         and not self._tempDataBuffer
         and self.offset == len(self.dataBuffer)
     ):
+        if not getattr(self, "_nodelay_set", False):
+            self._nodelay_set = True
+            self.setTcpNoDelay(True)
         sent = self.writeSomeData(data)
         # An exception instance means the connection is gone: the buffered path lets the reactor report it.
         if isinstance(sent, int):

@@ -1,18 +1,21 @@
 """daphne's eager TCP writes: sent at once when nothing waits, in order behind what does, errors left to Twisted.
 
-A real loopback TCP connection under Twisted's transport; the reactor is Twisted's `MemoryReactor`, so a test sees
+A real loopback TCP connection under Twisted's transport; the reactor is Twisted's `MemoryReactorClock`, so a test sees
 whether a write went out at once or was left for the reactor's next round (the socket registered as a writer).
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
 from twisted.internet import error, tcp
 from twisted.internet.protocol import Protocol
-from twisted.internet.testing import MemoryReactor
+from twisted.internet.testing import MemoryReactorClock
 
 from harness_site import eager_writes
 
@@ -24,11 +27,11 @@ def installed(monkeypatch) -> None:
 
 
 @pytest.fixture
-def pair() -> Iterator[tuple[tcp.Connection, socket.socket, MemoryReactor]]:
+def pair() -> Iterator[tuple[tcp.Connection, socket.socket, MemoryReactorClock]]:
     with socket.create_server(("127.0.0.1", 0)) as listener:
         peer = socket.create_connection(listener.getsockname())
         accepted, _ = listener.accept()
-    reactor = MemoryReactor()
+    reactor = MemoryReactorClock()
     connection = tcp.Connection(accepted, Protocol(), reactor)
     connection.connected = True
     peer.settimeout(5)
@@ -46,11 +49,13 @@ def _receive(peer: socket.socket, size: int) -> bytes:
     return received
 
 
-def test_a_write_with_nothing_buffered_is_sent_at_once(pair) -> None:
+def test_a_write_with_nothing_buffered_is_sent_at_once_without_nagles_delay(pair) -> None:
     connection, peer, reactor = pair
+    assert not connection.getTcpNoDelay()
     connection.write(b"live message")
     assert _receive(peer, 12) == b"live message"
     assert reactor.getWriters() == []
+    assert connection.getTcpNoDelay()
 
 
 def test_what_the_socket_cannot_take_is_buffered_and_later_writes_queue_behind_it(pair) -> None:
@@ -87,6 +92,21 @@ def test_a_closing_connection_keeps_twisteds_buffered_path(pair) -> None:
     assert reactor.getWriters() == [connection]
 
 
+@pytest.mark.parametrize("end", ["abortConnection", "loseWriteConnection"])
+def test_nothing_is_sent_after_an_abort_or_a_half_close(pair, end) -> None:
+    connection, peer, _reactor = pair
+    getattr(connection, end)()
+    if end == "loseWriteConnection":
+        assert connection.doWrite() is None  # Twisted shuts the write side down on its next round
+    connection.write(b"too late")
+    peer.settimeout(0.2)
+    received = b""
+    with contextlib.suppress(TimeoutError):
+        while chunk := peer.recv(100):
+            received += chunk
+    assert received == b""
+
+
 def test_a_connection_with_a_pull_producer_keeps_twisteds_buffered_path(pair) -> None:
     """Twisted asks a pull producer for more only when the buffer drains, on the reactor's round."""
     connection, _peer, reactor = pair
@@ -109,6 +129,10 @@ def test_a_connection_with_a_pull_producer_keeps_twisteds_buffered_path(pair) ->
 
 
 def test_the_asgi_application_installs_it() -> None:
-    import harness_site.asgi  # noqa: F401
-
-    assert tcp.Connection.write is eager_writes._write
+    # A fresh process: this one installed it already (the fixture).
+    check = (
+        "import harness_site.asgi, harness_site.eager_writes as e, twisted.internet.tcp as t; "
+        "print(t.Connection.write is e._write)"
+    )
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.strip().splitlines()[-1] == "True"
