@@ -36,6 +36,7 @@ __all__ = (
     "ExecutionBusy",
     "create_thread",
     "current_policy_version",
+    "masked_title",
     "new_run",
     "resume_execution",
     "start_execution",
@@ -56,10 +57,18 @@ def current_policy_version() -> HostPolicyVersion:
     return policy.current_version
 
 
+def masked_title(title: str) -> str:
+    """A thread title as it is stored and shown: masked by the current policy version. Titles are often the start
+    of a prompt (AG-UI, `harness_run`) or a child's task, and every page and the search show them as stored."""
+    return redactor_for(current_policy_version()).text(title)
+
+
 def create_thread(profile: AgentProfile, *, title: str = "", thread_id: str | None = None) -> Thread:
     """A new Thread whose selected checkpoint is an empty initial state."""
     with transaction.atomic():
-        thread = Thread.objects.create(thread_id=thread_id or new_thread_id(), title=title, profile=profile)
+        thread = Thread.objects.create(
+            thread_id=thread_id or new_thread_id(), title=masked_title(title), profile=profile
+        )
         initial = checkpoints.create(thread, HarnessState.new(thread_id=thread.thread_id), kind=CheckpointKind.INITIAL)
         thread.selected_checkpoint = initial
         thread.save(update_fields=["selected_checkpoint"])

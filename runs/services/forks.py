@@ -10,6 +10,7 @@ from runs.harness import new_thread_id
 from runs.models import Checkpoint, CheckpointKind, Thread
 
 from . import checkpoints
+from .executions import masked_title
 
 __all__ = ("fork_thread",)
 
@@ -25,7 +26,7 @@ def fork_thread(checkpoint: Checkpoint, *, title: str = "", user: Any = None) ->
     with transaction.atomic():
         thread = Thread.objects.create(
             thread_id=state.thread_id,
-            title=title or f"Fork of {source}",
+            title=masked_title(title) if title else f"Fork of {source}",
             profile=source.profile,
             forked_from=checkpoint,
         )

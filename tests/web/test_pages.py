@@ -10,7 +10,7 @@ from ag_ui.core import ToolCallResultEvent
 from django.views.defaults import server_error
 
 from runs.models import Checkpoint, Thread
-from runs.services import executions, queueing
+from runs.services import executions, forks, queueing
 from runs.services.read_side import format_duration
 from tests import factories
 
@@ -74,6 +74,18 @@ def test_the_thread_search_matches_inputs_as_shown_never_a_masked_secret(client_
         assert list(client_in.get("/", {"q": term}).context["page"]) == [], term
     for term in ("deploy the site", "tonight", "api_key=[redacted]"):
         assert [t.pk for t in client_in.get("/", {"q": term}).context["page"]] == [thread.pk], term
+
+
+def test_a_thread_title_made_from_a_prompt_is_stored_masked_so_neither_pages_nor_search_show_the_secret(client_in):
+    """AG-UI and `harness_run` title a new thread with the start of its prompt; a child's title holds its task."""
+    factories.configure_policy(redact_patterns=["api_key"])
+    thread = executions.create_thread(factories.make_thread().profile, title="deploy with api_key=SECRET-4711")
+    fork = forks.fork_thread(thread.selected_checkpoint, title="again with api_key=SECRET-4711")
+
+    assert thread.title == "deploy with api_key=[redacted]"
+    assert fork.title == "again with api_key=[redacted]"
+    assert "SECRET-4711" not in client_in.get("/").content.decode()
+    assert list(client_in.get("/", {"q": "SECRET-4711"}).context["page"]) == []
 
 
 def test_thread_page_shows_executions_checkpoints_and_fork_lineage(client_in):
