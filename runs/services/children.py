@@ -114,3 +114,6 @@ def _answer(request: DeferredRequest, answer: Answer, *, child: Execution | None
         log.error(
             "cannot answer the child request %s of execution %s: %s", request.pk, request.execution_id, exc.message
         )
+    except Exception:
+        # Anything else (a decision item that cannot be stored, say) must not undo the child's end either.
+        log.exception("cannot answer the child request %s of execution %s", request.pk, request.execution_id)

@@ -21,6 +21,7 @@ from typing import Any, Final, Literal
 from ag_ui.core import CustomEvent
 from pydantic import BaseModel, ConfigDict
 
+from observers.agui import fragment_custom_event
 from runs.models import Decision, DecisionSubmission, DeferredRequest, Execution, Run, TimelineOrigin, Verdict
 
 from .projection import store_events
@@ -152,7 +153,7 @@ def item_of(
         calls=tuple(_call(decision, redaction) for decision in decisions),
         child=None
         if child is None
-        else AnsweringChild(execution=child.pk, thread=str(child.thread), number=child.number),
+        else AnsweringChild(execution=child.pk, thread=redaction.text(str(child.thread)), number=child.number),
     )
 
 
@@ -167,4 +168,6 @@ def record(submission: DecisionSubmission, *, child: Execution | None = None) ->
         value=item.model_dump(mode="json"),
         timestamp=int(submission.submitted_at.timestamp() * 1000),
     )
-    store_events(suspended, [(None, submission.submitted_at, event)], origin=TimelineOrigin.HOST)
+    # Arguments, edits and results can each be up to 64 KiB: a larger item goes as fragments, like any CUSTOM event.
+    frames = fragment_custom_event(event, f"decision-{submission.pk}")
+    store_events(suspended, [(None, submission.submitted_at, frame) for frame in frames], origin=TimelineOrigin.HOST)

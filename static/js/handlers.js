@@ -143,7 +143,8 @@ export const HANDLERS = {
       const lane = scope.lane;
       if (lane.previousTimestamp !== null && typeof frame.event.timestamp === "number") {
         const waited = frame.event.timestamp - lane.previousTimestamp;
-        timeline.gap(waited, event.value?.expired ? "waiting for approval, then expired" : "waiting for approval", lane.column);
+        const waitingFor = lane.waitingFor ?? "waiting for approval";
+        timeline.gap(waited, event.value?.expired ? `${waitingFor}, then expired` : waitingFor, lane.column);
       }
       if (typeof frame.event.timestamp === "number") lane.decision = { at: frame.event.timestamp, expired: Boolean(event.value?.expired) };
       timeline.decision(scope, frame, event.value ?? {}).claim(frame.position);

@@ -44,14 +44,14 @@ export class TimeAxis {
     const reason = next?.lane.summary.reason;
     const decision = lane.decision;
     if (reason === "resume" || (!next && lane.summary.status === "suspended")) {
+      const waiting = lane.waitingFor ?? "waiting for approval";
       if (decision && decision.at >= from && decision.at <= to) {
-        const waited = decision.expired ? "waiting for approval, then expired" : "waiting for approval";
+        const waited = decision.expired ? `${waiting}, then expired` : waiting;
         return [
           { from, to: decision.at, cause: waited, kind: "approval" },
           { from: decision.at, to, cause: "from the answer to the resuming run", kind: "resume" },
         ];
       }
-      const waiting = lane.waitingFor ?? "waiting for approval";
       return [{ from, to, cause: next ? "before the resuming run" : waiting, kind: next ? "resume" : "approval" }];
     }
     if (lane.summary.status === "abandoned") {

@@ -286,7 +286,8 @@ export class Timeline {
   // a diff and the message; the calls' own tool cards get their outcome, and the interrupt cards lose their link.
   decision(scope, frame, value) {
     const child = value.child;
-    const who = child ? `child execution #${child.number}` : (value.decided_by ?? "the host");
+    // Every child is execution #1 of its own thread: the note below names which one.
+    const who = child ? "its child execution" : (value.decided_by ?? "the host");
     const calls = value.calls ?? [];
     const cancelled = calls.length > 0 && calls.every((call) => call.verdict === "cancelled");
     const label = value.expired ? "expired" : `${child ? "answered" : cancelled ? "cancelled" : "decided"} by ${who}`;
@@ -314,7 +315,7 @@ export class Timeline {
       if (call.message) row.append(el("div", "decision-message", call.message));
       if (call.result !== null && call.result !== undefined) row.append(el("pre", "json decision-result", pretty(call.result)));
       item.body.append(row);
-      this.settle(call, verdict, who);
+      this.settle(call, verdict, child ? null : who);
     }
     document.dispatchEvent(
       new CustomEvent("harness:decision", {
@@ -346,7 +347,8 @@ export class Timeline {
     return table;
   }
 
-  // The outcome of a decided call on the card of the call itself (a denied call has no later card at all).
+  // The outcome of a decided call on the card of the call itself (a denied call has no later card at all); `who`
+  // is null for a child's answer, whose verdict already says where it came from.
   settle(call, verdict, who) {
     const card = this.toolCards.get(call.tool_call_id);
     this.closeFormLink(call.tool_call_id, `${verdict} (see the decision below)`, true);
@@ -354,7 +356,8 @@ export class Timeline {
     card.element.classList.remove("streaming");
     card.element.classList.add(`outcome-${call.verdict}`);
     const outcome = card.outcome ?? (card.outcome = card.section("outcome", "tool-outcome"));
-    outcome.replaceChildren(outcome.firstChild, el("div", "outcome-text", `${verdict} by ${who}${call.message ? `: ${call.message}` : ""}`));
+    const by = who ? ` by ${who}` : "";
+    outcome.replaceChildren(outcome.firstChild, el("div", "outcome-text", `${verdict}${by}${call.message ? `: ${call.message}` : ""}`));
   }
 
   generic(scope, frame) {

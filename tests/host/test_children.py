@@ -33,7 +33,7 @@ from runs.models import (
     ToolDispatch,
     Verdict,
 )
-from runs.services import executions, recovery, runner
+from runs.services import approvals, executions, recovery, runner
 from runs.services.approvals import Answer, open_requests, pending_requests, submit_decisions
 from runs.services.audit import AuditFilters
 from runs.services.cancellation import cancel_execution
@@ -133,6 +133,27 @@ def test_a_child_is_started_with_the_suspension_and_its_request_is_no_operators(
     )
     # The audit lists what operators decided, not the Host's answers to children.
     assert [d.request.tool_name for d in AuditFilters().decisions()] == ["deploy_release"]
+
+
+@pytest.mark.django_db
+def test_a_parent_that_cannot_be_answered_stays_waiting_and_the_childs_end_still_commits(operator_user, monkeypatch):
+    parent = start("child: deploy release 2.0")
+    drive(parent)
+    child = child_of(parent)
+    drive(child)
+    approve_all(child, operator_user, "child-approval")
+
+    def broken(submission, *, child=None):
+        raise RuntimeError("the decision item cannot be stored")
+
+    monkeypatch.setattr(approvals.decision_items, "record", broken)
+    drive(child)
+
+    child.refresh_from_db()
+    parent.refresh_from_db()
+    assert (child.status, parent.status) == (ExecutionStatus.COMPLETED, ExecutionStatus.WAITING)
+    assert DeferredRequest.objects.get(execution=parent).status == DeferredStatus.PENDING
+    assert not parent.runs.filter(reason=RunReason.RESUME).exists()
 
 
 def drive_all() -> None:

@@ -6,7 +6,9 @@ import json
 from datetime import timedelta
 
 import pytest
+from ag_ui.core import CustomEvent
 
+from observers.agui import FRAGMENT_EVENT_NAME, CustomEventAssembler
 from runs.models import TimelineEvent, Verdict
 from runs.services.approvals import EXPIRY_MESSAGE, Answer, expire_overdue_requests, submit_decisions
 from runs.services.decision_items import DECISION_EVENT_NAME, ArgumentChange, argument_changes
@@ -104,3 +106,24 @@ def test_values_under_redacted_keys_never_reach_the_item_but_their_edit_still_sh
     assert calls["call-pay"]["args"] == {"amount": 5000, "to": REDACTED}
     assert calls["call-pay"]["edits"] == [{"path": "to", "change": "changed", "before": REDACTED, "after": REDACTED}]
     assert calls["call-del"]["message"] == f"to={REDACTED} is not allowed"
+
+
+def test_an_item_larger_than_a_custom_event_may_be_is_stored_as_fragments_that_reassemble_to_it(operator_user):
+    suspended = suspended_execution()
+    long_name = "x" * 60_000  # edited arguments may be 64 KiB, and the item holds them and their diff
+
+    decide(
+        suspended,
+        operator_user,
+        Answer("call-pay", Verdict.APPROVED, override_args={"amount": 50, "to": long_name}),
+        Answer("call-del", Verdict.DENIED),
+    )
+
+    assert decision_events(suspended) == []
+    assembler = CustomEventAssembler()
+    stored = TimelineEvent.objects.filter(execution=suspended.execution, event__name=FRAGMENT_EVENT_NAME)
+    assert stored.count() > 1
+    whole = [assembler.feed(CustomEvent.model_validate(row.event)) for row in stored.order_by("position")][-1]
+    assert whole.name == DECISION_EVENT_NAME
+    calls = {call["tool_call_id"]: call for call in whole.value["calls"]}
+    assert calls["call-pay"]["edits"][-1] == {"path": "to", "change": "changed", "before": "acme", "after": long_name}

@@ -53,9 +53,11 @@ def test_an_operator_follows_the_parent_to_its_child_approves_there_and_the_pare
     expect(page.locator("#timeline")).to_contain_text("deployed 2.0", timeout=60_000)
     # The child's end is the answer to the parent's request, shown where an operator's decision would be.
     answered = page.locator(".item-decision")
-    expect(answered.locator(".item-label")).to_have_text("answered by child execution #1")
+    expect(answered.locator(".item-label")).to_have_text("answered by its child execution")
+    expect(answered.locator(".decision-note")).to_have_text(f"The child execution ended: {child.thread} · execution #1")
     expect(answered.locator("a.answering-child")).to_have_attribute("href", f"/executions/{child.pk}/")
     expect(answered.locator(".decided-call .verdict")).to_have_text("the child's result")
+    expect(page.locator("#time-axis .axis-cause").first).to_have_text("waiting for a child execution")
     expect(page.locator(".interrupt-card.reason-child .interrupt-closed")).to_have_text(
         "the child's result (see the decision below)"
     )
