@@ -35,7 +35,8 @@ from tests.web.test_timeline_socket import as_user
 
 pytestmark = [pytest.mark.usefixtures("no_recovery_backoff"), pytest.mark.django_db(transaction=True)]
 
-DECIDED = ("approval", "question", "expiry", "cancelled while waiting", "child")
+# Scenarios with a decision item: an operator's, the host's expiry or cancellation, or a child's answer to its parent.
+DECIDED = ("approval", "question", "expiry", "cancelled while waiting", "child", "parent of a child")
 
 
 def run_to_end(execution: Execution) -> None:
