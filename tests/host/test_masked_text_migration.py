@@ -14,6 +14,14 @@ from tests import factories
 MIGRATION = ("runs", "0012_masked_inputs_and_titles")
 
 
+def migrate_again() -> None:
+    """Back to before the migration (its column dropped) and forward again, so it runs over the rows as stored."""
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.get_migration(*MIGRATION).dependencies)
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
 @pytest.mark.django_db(transaction=True)
 def test_inputs_stored_before_the_column_are_masked_by_their_own_policy_version():
     factories.configure_policy(redact_patterns=["token"])
@@ -21,10 +29,7 @@ def test_inputs_stored_before_the_column_are_masked_by_their_own_policy_version(
     factories.configure_policy(redact_patterns=[])
     plain = executions.start_execution(factories.thread(), "call it with token=abc123 please")
 
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.get_migration(*MIGRATION).dependencies)
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_again()
 
     shown = dict(Execution.objects.values_list("pk", "shown_input"))
     assert shown[masked.pk] == "call it with token=[redacted] please"
@@ -39,10 +44,7 @@ def test_thread_titles_stored_before_are_masked_by_the_current_policy_version():
     untouched = factories.thread()
     Thread.objects.filter(pk=untouched.pk).update(title="Weekly report")
 
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.get_migration(*MIGRATION).dependencies)
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_again()
 
     titles = dict(Thread.objects.values_list("pk", "title"))
     assert titles[thread.pk] == "run it with secret=[redacted]"
