@@ -239,6 +239,11 @@ HARNESS_RECOVERY_BACKOFF_SECONDS = env.number("HARNESS_RECOVERY_BACKOFF_SECONDS"
 # demo agent is the default of both.
 HARNESS_TOOLSETS = [path.strip() for path in env.text("HARNESS_TOOLSETS", "runs.harness.demo.toolset").split(",")]
 HARNESS_DEMO_MODEL = env.text("HARNESS_DEMO_MODEL", "runs.harness.demo.demo_model")
+# Hosts an agent profile's base URL may reach over plain http besides this machine (comma-separated names or
+# addresses, e.g. a model server on the private network); any other base URL must be https.
+HARNESS_MODEL_HOSTS_ALLOWED = [
+    host.strip().lower() for host in env.text("HARNESS_MODEL_HOSTS_ALLOWED", "").split(",") if host.strip()
+]
 
 # The largest RunAgentInput the AG-UI endpoint reads; a larger body gets 413.
 AGUI_MAX_BODY_BYTES = env.integer("AGUI_MAX_BODY_BYTES", 1024 * 1024)

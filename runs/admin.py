@@ -32,7 +32,7 @@ from runs.models import (
 from runs.services import toolbox
 from runs.services.dry_run import dry_run
 from runs.services.policy import POLICY_VERSION_FIELDS, parse_redact_patterns, publish_policy_version
-from runs.services.providers import ModelChoice, model_problems
+from runs.services.providers import ModelChoice, base_url_problem, model_problems, profile_key_variable
 from runs.services.redaction import redactor_for
 from runs.services.rule_checks import effective_approvals, rule_problems
 
@@ -42,7 +42,10 @@ class AgentProfileForm(forms.ModelForm):
         required=False,
         assume_scheme="http",
         max_length=300,
-        help_text=AgentProfile._meta.get_field("base_url").help_text,
+        help_text=f"{AgentProfile._meta.get_field('base_url').help_text} It must be https unless its host is this "
+        "machine or listed in HARNESS_MODEL_HOSTS_ALLOWED. Requests to it carry the key in the environment variable "
+        "HARNESS_PROFILE_<NAME>_API_KEY (the profile's name in capitals, '-' as '_'), or none: never the provider's "
+        "own key.",
     )
     enabled_tools = forms.MultipleChoiceField(
         required=False,
@@ -60,11 +63,30 @@ class AgentProfileForm(forms.ModelForm):
         names = set(toolbox.tool_names()) | set(self.instance.enabled_tools or [])
         self.fields["enabled_tools"].choices = [(name, name) for name in sorted(names)]
 
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"]
+        variable = profile_key_variable(name)
+        others = AgentProfile.objects.exclude(pk=self.instance.pk).values_list("name", flat=True)
+        # Else a new profile could be given the key of an existing one, and send it to its own base URL.
+        if clash := next((other for other in others if profile_key_variable(other) == variable), None):
+            raise forms.ValidationError(
+                f'The profile "{clash}" already reads its key from {variable}: choose a name that differs from it '
+                "in more than case, '-' and '_'."
+            )
+        return name
+
+    def clean_base_url(self) -> str:
+        base_url = self.cleaned_data["base_url"]
+        if problem := base_url_problem(base_url):
+            raise forms.ValidationError(problem)
+        return base_url
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        if "model" in cleaned:
+        if "model" in cleaned and "base_url" not in self.errors:
             # Checked against this process's environment; the worker's must provide the same packages and keys.
-            for problem in model_problems(ModelChoice(cleaned["model"], cleaned.get("base_url") or "")):
+            choice = ModelChoice(cleaned["model"], cleaned.get("base_url") or "", cleaned.get("name") or "")
+            for problem in model_problems(choice):
                 self.add_error("model", problem)
         return cleaned
 
@@ -87,7 +109,7 @@ class AgentProfileAdmin(admin.ModelAdmin):
     def runs_on(self, profile: AgentProfile) -> str:
         if not profile.pk:
             return "—"
-        choice = ModelChoice(profile.model, profile.base_url)
+        choice = ModelChoice(profile.model, profile.base_url, profile.name)
         problems = model_problems(choice)
         return choice.describe() + (f" — cannot run here: {' '.join(problems)}" if problems else "")
 
