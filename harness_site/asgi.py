@@ -37,6 +37,10 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(socket_auth_stack(URLRouter(websocket_urlpatterns))),
     }
 )
+if settings.HARNESS_BEHIND_TLS_PROXY:
+    from harness_site.proxied_clients import ProxiedClients
+
+    application = ProxiedClients(application, trusted=settings.HARNESS_TRUSTED_PROXIES)
 
 # A live message goes to every viewer's socket in turn; each write is sent at once instead of a loop round later.
 eager_writes.install()

@@ -100,8 +100,12 @@ CONTENT_SECURITY_POLICY = {
     }
 }
 
-# `1` in production behind a proxy that terminates TLS and sets X-Forwarded-Proto.
+# `1` behind a proxy that terminates TLS and sets X-Forwarded-For and X-Forwarded-Proto: a connection from one of
+# the proxy's addresses is then taken to come from the client the proxy names (harness_site/proxied_clients.py).
 HARNESS_BEHIND_TLS_PROXY = env.flag("HARNESS_BEHIND_TLS_PROXY")
+HARNESS_TRUSTED_PROXIES = [
+    address.strip() for address in env.text("HARNESS_TRUSTED_PROXIES", "127.0.0.1,::1").split(",") if address.strip()
+]
 if PRODUCTION:
     SECURE_SSL_REDIRECT = True
     # The supervisor's and load balancer's health probe may speak plain HTTP on the private side.
@@ -178,6 +182,9 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_USERNAME_CALLABLE = "harness_site.login_throttling.throttled_username"
+# The connection's address, which harness_site/proxied_clients.py sets from the trusted proxy's header: never a
+# header read here, which any client could forge.
+AXES_CLIENT_IP_CALLABLE = "harness_site.login_throttling.client_address"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:threads"

@@ -16,6 +16,8 @@ from django.core.checks import CheckMessage, Error
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
+from harness_site.proxied_clients import trusted_networks
+
 TAG = "harness"
 HINT = 'Each setting is read from the environment variable of the same name; README.md "Configuration" lists them.'
 
@@ -50,10 +52,21 @@ class Flag:
         return type(value) is bool
 
 
+class Addresses:
+    words = "a list of IP addresses or networks (e.g. 10.0.1.5,10.0.1.0/24)"
+
+    def __call__(self, value: Any) -> bool:
+        try:
+            return isinstance(value, list) and bool(trusted_networks(value))
+        except (TypeError, ValueError):
+            return False
+
+
 PORT = Whole(1, 65535)
-RULES: dict[str, Whole | Seconds | Flag] = {
+RULES: dict[str, Whole | Seconds | Flag | Addresses] = {
     "DEBUG": Flag(),
     "HARNESS_BEHIND_TLS_PROXY": Flag(),
+    "HARNESS_TRUSTED_PROXIES": Addresses(),
     "HARNESS_LOGIN_FAILURE_LIMIT": Whole(1),
     "HARNESS_LOGIN_LOCKOUT_MINUTES": Whole(1),
     "HARNESS_SOCKET_SESSION_CHECK_SECONDS": Seconds(),
