@@ -226,12 +226,14 @@ HARNESS_SOCKET_SESSION_CHECK_SECONDS = env.number("HARNESS_SOCKET_SESSION_CHECK_
 # in flight) stalls a page for at most this long.
 HARNESS_SOCKET_REFRESH_SECONDS = env.number("HARNESS_SOCKET_REFRESH_SECONDS", 10.0)
 
+# Jobs travel as JSON, never pickles, and only the Host's own decode (runs/services/queued_jobs.py): the Host's code
+# and its worker use these whatever the settings say; here they are for django-rq's own commands.
 RQ_QUEUES = {
-    "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600},
+    "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600, "SERIALIZER": "rq.serializers.JSONSerializer"},
 }
 # The Host's worker preloads the job code before forking work-horses (see runs/worker.py); django-rq keeps its
 # default on_db_commit mode, so jobs are enqueued only once the rows they read are committed.
-RQ = {"WORKER_CLASS": "runs.worker.HostWorker"}
+RQ = {"WORKER_CLASS": "runs.worker.HostWorker", "JOB_CLASS": "runs.services.queued_jobs.HostJob"}
 
 # /health/ calls the sweeper stale when no sweeper finished a pass for this long (it sweeps every 2 s), and
 # the queue a backlog above this many waiting jobs.
