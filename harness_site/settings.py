@@ -272,6 +272,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
+        "harness_site": {"handlers": ["console"], "level": HARNESS_LOG_LEVEL},
         "runs": {"handlers": ["console"], "level": HARNESS_LOG_LEVEL},
         "observers": {"handlers": ["console"], "level": HARNESS_LOG_LEVEL},
     },
