@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
@@ -42,6 +43,7 @@ from runs.services.audit import audit_rows, csv_lines
 from runs.services.redaction import redactor_for
 
 AUDIT_ROWS = 200
+INBOX_PAGE_SIZE = 50
 EXPORT_BATCH_ROWS = 500
 
 
@@ -121,6 +123,9 @@ def approval_form_context(request: HttpRequest, execution: Execution, *, next_ur
 
 def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     now = timezone.now()
+    page = Paginator(open_requests().select_related("execution__thread"), INBOX_PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
     rows = [
         {
             "request": item,
@@ -128,9 +133,9 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
             "expires_in_seconds": int((item.expires_at - now).total_seconds()) if item.expires_at else None,
             "execution_url": execution_url(item.execution),
         }
-        for item in open_requests().select_related("execution__thread")
+        for item in page.object_list
     ]
-    return {"rows": rows, "may_decide": can_decide(request.user)}
+    return {"rows": rows, "page": page, "may_decide": can_decide(request.user)}
 
 
 @login_required
@@ -141,7 +146,8 @@ def inbox(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def inbox_rows(request: HttpRequest) -> HttpResponse:
-    """The inbox's table alone: what the page fetches when its socket says the open requests changed."""
+    """The inbox's table alone (one page of it): what the page fetches when its socket says the open requests
+    changed."""
     return render(request, "runs/_approval_rows.html", _inbox_context(request))
 
 
