@@ -2,8 +2,8 @@
 
 SQLite, a local Redis on port 6390 and the offline demo model need no configuration; ``DATABASE_URL``,
 ``REDIS_URL``, ``SECRET_KEY``, ``CHECKPOINT_KEY``, ``DEBUG`` and ``ALLOWED_HOSTS`` override them for real deployments.
-Every ``HARNESS_*`` environment variable is read here, once, into the setting of the same name (README
-"Configuration" lists them all). A bad value is reported by the ``harness`` system check (runs/checks.py), never
+Every ``HARNESS_*`` environment variable is read here, once, into the setting of the same name
+(docs/configuration.md lists them all). A bad value is reported by the ``harness`` system check (runs/checks.py), never
 guessed at.
 Importing this module writes nothing: ``python -m harness_site.var_dir`` (run by bin/setup, bin/run and bin/test)
 prepares the var directory and its secret key.
@@ -26,7 +26,7 @@ HARNESS_VAR_DIR = Path(env.text("HARNESS_VAR_DIR", str(BASE_DIR / "var")))
 HARNESS_ENV = env.choice("HARNESS_ENV", "local", ("local", "production"))
 PRODUCTION = HARNESS_ENV == "production"
 """The one switch for a deployment: HTTPS only (Secure cookies, HSTS, SSL redirect), a SECRET_KEY from the
-environment, no debug mode, no demo operator; see docs/architecture.md "Production"."""
+environment, no debug mode, no demo operator; see docs/deploy.md "Production mode"."""
 
 
 def _secret_key() -> str:
@@ -233,7 +233,7 @@ HARNESS_HEALTH_QUEUE_LIMIT = env.integer("HARNESS_HEALTH_QUEUE_LIMIT", 1000)
 # How long after a run died the sweeper starts its recovery run; doubled with every further attempt, at most 60 s.
 HARNESS_RECOVERY_BACKOFF_SECONDS = env.number("HARNESS_RECOVERY_BACKOFF_SECONDS", 1.0)
 
-# Plug-ins, as dotted paths resolved with import_string (README "Your own tools"): the tool sets whose tools
+# Plug-ins, as dotted paths resolved with import_string (docs/models-and-tools.md): the tool sets whose tools
 # agent profiles may enable, comma-separated, each a pydantic-ai FunctionToolset or a function returning one;
 # and the model a profile whose model is "demo" runs, a function returning a pydantic-ai Model. The offline
 # demo agent is the default of both.

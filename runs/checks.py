@@ -17,7 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 TAG = "harness"
-HINT = 'Each setting is read from the environment variable of the same name; README.md "Configuration" lists them.'
+HINT = "Each setting is read from the environment variable of the same name; docs/configuration.md lists them."
 
 
 class Whole:
@@ -81,7 +81,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     return errors
 
 
-PLUGIN_HINT = 'README.md "Your own tools" shows what the plug-in settings name.'
+PLUGIN_HINT = 'docs/models-and-tools.md "Your own tools" shows what the plug-in settings name.'
 
 
 def _plugin_problems() -> list[str]:
