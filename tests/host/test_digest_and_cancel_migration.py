@@ -1,14 +1,17 @@
-"""Migration 0013 keys the approved arguments' digests stored before it."""
+"""Migration 0013 keys the approved arguments' digests stored before it, and drops (recording it) a cancel request
+that a waiting execution still holds."""
 
 from __future__ import annotations
 
 import hashlib
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
-from runs.models import Decision
+from runs.models import Decision, DroppedCancelRequest, Execution, ExecutionStatus
 from runs.services.approvals import Answer, args_digest, canonical_json, submit_decisions
 from tests import factories
 from tests.factories import suspended_execution
@@ -50,3 +53,32 @@ def test_digests_stored_unkeyed_are_keyed_from_the_stored_arguments(django_user_
     keyed = dict(Decision.objects.values_list("request__tool_call_id", "args_digest"))
     assert keyed == {"call-pay": args_digest(approved), "call-del": ""}
 
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_request_a_waiting_execution_holds_is_dropped_and_recorded(django_user_model):
+    waiting = suspended_execution()
+    running = factories.leased_run()[0].execution
+    viewer = django_user_model.objects.create_user("viewer")
+    asked = timezone.now() - timedelta(minutes=5)
+    before_the_migration()
+    held = {"cancel_requested": True, "cancelled_by": viewer, "cancelled_at": asked}
+    Execution.objects.filter(pk__in=[waiting.execution.pk, running.pk]).update(**held)
+
+    migrate()
+
+    waiting.execution.refresh_from_db()
+    assert waiting.execution.status == ExecutionStatus.WAITING
+    assert (waiting.execution.cancel_requested, waiting.execution.cancelled_by, waiting.execution.cancelled_at) == (
+        False,
+        None,
+        None,
+    )
+    dropped = DroppedCancelRequest.objects.get()
+    assert (dropped.execution, dropped.run, dropped.requested_by, dropped.requested_at) == (
+        waiting.execution,
+        waiting.run,
+        viewer,
+        asked,
+    )
+    running.refresh_from_db()
+    assert (running.cancel_requested, running.cancelled_by, running.cancelled_at) == (True, viewer, asked)
