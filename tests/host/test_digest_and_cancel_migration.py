@@ -66,13 +66,9 @@ def test_a_cancel_request_a_waiting_execution_holds_is_dropped_and_recorded(djan
 
     migrate()
 
-    waiting.execution.refresh_from_db()
-    assert waiting.execution.status == ExecutionStatus.WAITING
-    assert (waiting.execution.cancel_requested, waiting.execution.cancelled_by, waiting.execution.cancelled_at) == (
-        False,
-        None,
-        None,
-    )
+    execution = Execution.objects.get(pk=waiting.execution.pk)
+    held_now = (execution.status, execution.cancel_requested, execution.cancelled_by, execution.cancelled_at)
+    assert held_now == (ExecutionStatus.WAITING, False, None, None)
     dropped = DroppedCancelRequest.objects.get()
     assert (dropped.execution, dropped.run, dropped.requested_by, dropped.requested_at) == (
         waiting.execution,
