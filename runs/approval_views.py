@@ -220,6 +220,7 @@ def audit(request: HttpRequest) -> HttpResponse:
             "filters": form,
             "rows": audit_rows(filters.decisions()[:AUDIT_ROWS]),
             "cancellations": filters.cancellations()[:AUDIT_ROWS],
+            "dropped_cancel_requests": filters.dropped_cancel_requests()[:AUDIT_ROWS],
             "versions": filters.versions()[:AUDIT_ROWS],
             "export_query": request.GET.urlencode(),
         },

@@ -191,6 +191,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "failure": failures.failure_of(failed_run) if failed_run else None,
             # Cancelling a waiting execution refuses what it waits on: an approver's decision.
             "may_cancel": execution.status != ExecutionStatus.WAITING or can_decide(request.user),
+            "dropped_cancel_requests": execution.dropped_cancel_requests.select_related("requested_by", "run"),
             "waiting_for_queue": queueing.waiting_for_queue(execution),
             # Host-managed children this execution's runs started, each on its own thread.
             "children": Execution.objects.filter(parent_request__execution=execution)
@@ -211,7 +212,8 @@ def cancel_execution(request: HttpRequest, pk: int) -> HttpResponse:
             request,
             "Cancelled; the requests it waited on are closed."
             if waiting
-            else "Cancellation requested; the run stops at its next heartbeat.",
+            else "Cancellation requested; the run stops at its next heartbeat (unless it suspends for answers "
+            "first: then the request is dropped, and cancelling the waiting execution is an approver's decision).",
         )
     return redirect("runs:execution", pk=execution.pk)
 

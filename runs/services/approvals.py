@@ -4,7 +4,7 @@ A suspended run's requests form one set, answered by two hands: operators answer
 calls and questions (the operator part, accepted only whole, for the checkpoint it was shown for, once per
 submission key; anything else is refused before a single row changes), and the Host answers each
 Host-managed child's request when that child execution ends (`answer_child_request`). Each answer is
-recorded (who, when, each verdict, the exact arguments approved and their sha256); the answer that completes
+recorded (who, when, each verdict, the exact arguments approved and their keyed digest); the answer that completes
 the set hands the execution service the `DeferredToolResume` built here from every recorded answer, which
 enqueues the resuming Run. The resuming Run still runs under the current policy and the engine's own
 checks; an approval recorded here is never permission to replay a call.
@@ -13,7 +13,6 @@ checks; an approval recorded here is never permission to replay a call.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 from collections import Counter
@@ -27,6 +26,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 from pydantic import ValidationError
 from pydantic_ai import ToolApproved, ToolDenied, ToolFailed
 
@@ -57,6 +57,7 @@ MAX_VALUE_BYTES: Final = 64 * 1024
 MAX_MESSAGE_CHARS: Final = 4000
 EXPIRY_MESSAGE: Final = "No answer arrived before the approval timeout; the host denied this call."
 CANCEL_MESSAGE: Final = "The execution was cancelled while this call waited for an answer."
+ARGS_DIGEST_SALT: Final = "runs.decision.args_digest.v1"
 
 ALLOWED_VERDICTS: Final[Mapping[str, frozenset[str]]] = {
     DeferredKind.APPROVAL: frozenset({Verdict.APPROVED, Verdict.DENIED}),
@@ -89,8 +90,13 @@ class Answer:
 
 
 def args_digest(args: Any) -> str:
-    """sha256 of the canonical JSON (sorted keys, no spaces) of the arguments a call was approved with."""
-    return hashlib.sha256(canonical_json(args).encode()).hexdigest()
+    """HMAC-SHA256, keyed from the secret key for this purpose alone, of the canonical JSON (sorted keys, no
+    spaces) of the arguments a call was approved with.
+
+    Everyone who reads the audit sees it beside the masked arguments; an unkeyed hash would let them confirm
+    guesses of a masked value offline.
+    """
+    return salted_hmac(ARGS_DIGEST_SALT, canonical_json(args), algorithm="sha256").hexdigest()
 
 
 def canonical_json(value: Any) -> str:

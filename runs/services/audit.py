@@ -1,4 +1,5 @@
-"""The audit: decisions, cancellations and policy versions, filtered alike for the page and the CSV export.
+"""The audit: decisions, cancellations (and cancel requests dropped because the run suspended first) and
+policy versions, filtered alike for the page and the CSV export.
 
 Decisions show the values of runs (arguments, results, messages), so every such value passes through the
 redaction of its execution's policy version (`AuditRow`), on the page and in the export alike.
@@ -18,7 +19,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from runs.models import Decision, DeferredKind, Execution, HostPolicyVersion, Run, Thread
+from runs.models import Decision, DeferredKind, DroppedCancelRequest, Execution, HostPolicyVersion, Run, Thread
 
 from .redaction import redactor_for
 
@@ -64,6 +65,16 @@ class AuditFilters:
         if self.user is not None:
             cancelled = cancelled.filter(cancelled_by=self.user)
         return cancelled.filter(**self._between("cancelled_at"))
+
+    def dropped_cancel_requests(self) -> QuerySet[DroppedCancelRequest]:
+        dropped = DroppedCancelRequest.objects.select_related("execution__thread", "run", "requested_by").order_by(
+            "-requested_at", "-id"
+        )
+        if self.thread is not None:
+            dropped = dropped.filter(execution__thread=self.thread)
+        if self.user is not None:
+            dropped = dropped.filter(requested_by=self.user)
+        return dropped.filter(**self._between("requested_at"))
 
     def versions(self) -> QuerySet[HostPolicyVersion]:
         if self.thread is not None:

@@ -1,11 +1,13 @@
 """Cancelling an execution: who asked and when is recorded; cancelling a waiting one is a decision.
 
 A running (or queued, recovering) execution is asked to stop: the worker cancels the stream at its next
-heartbeat. A waiting execution ends at once, and since that refuses the calls it waits on, it needs the same
-`runs.decide_deferred` permission as answering them: its open set is recorded as decisions `cancelled` by the
-user (a decision item in the timeline, rows in the audit), and nothing resumes. Cancelling an execution
-cancels its Host-managed children too (by the same user), and a child that ends cancelled answers its
-parent's call with a failure (see `children`).
+heartbeat. If the run suspends for answers before a heartbeat saw the request, the request is dropped and
+recorded (`DroppedCancelRequest`): stopping a waiting execution is a decision, and a request made while it
+ran must not stop the run that resumes it after an approver's answer. A waiting execution ends at once, and
+since that refuses the calls it waits on, it needs the same `runs.decide_deferred` permission as answering
+them: its open set is recorded as decisions `cancelled` by the user (a decision item in the timeline, rows in
+the audit), and nothing resumes. Cancelling an execution cancels its Host-managed children too (by the same
+user), and a child that ends cancelled answers its parent's call with a failure (see `children`).
 """
 
 from __future__ import annotations
@@ -15,13 +17,20 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from runs.models import ACTIVE_EXECUTION_STATUSES, DeferredRequest, DeferredStatus, Execution, ExecutionStatus
+from runs.models import (
+    ACTIVE_EXECUTION_STATUSES,
+    DeferredRequest,
+    DeferredStatus,
+    DroppedCancelRequest,
+    Execution,
+    ExecutionStatus,
+)
 
 from .approvals import can_decide, pending_requests, record_cancellation
 from .children import answer_parent
 from .publishing import publish_execution_status
 
-__all__ = ("cancel_execution",)
+__all__ = ("cancel_execution", "drop_unseen_request")
 
 
 def cancel_execution(execution: Execution, *, user: AbstractBaseUser | AnonymousUser | None) -> bool:
@@ -59,6 +68,27 @@ def cancel_execution(execution: Execution, *, user: AbstractBaseUser | Anonymous
         for child in children:
             cancel_execution(child, user=user)
     return True
+
+
+def drop_unseen_request(execution_pk: int, run_pk: int) -> DroppedCancelRequest | None:
+    """Inside the transaction that suspends run `run_pk`: drop and record the execution's cancel request that the
+    run never saw, so the execution waits without one.
+
+    The row is locked first: a concurrent `cancel_execution` either committed before (its request is dropped
+    here) or finds the execution waiting after this commits (and cancelling it then is a decision).
+    """
+    fields = ("cancel_requested", "cancelled_by", "cancelled_at")
+    requested = Execution.objects.select_for_update().only(*fields).get(pk=execution_pk)
+    if not requested.cancel_requested:
+        return None
+    dropped = DroppedCancelRequest.objects.create(
+        execution_id=execution_pk,
+        run_id=run_pk,
+        requested_by_id=requested.cancelled_by_id,
+        requested_at=requested.cancelled_at or timezone.now(),
+    )
+    Execution.objects.filter(pk=execution_pk).update(cancel_requested=False, cancelled_by=None, cancelled_at=None)
+    return dropped
 
 
 def _lock_descendants(execution_pk: int) -> None:

@@ -4,7 +4,8 @@
 rebuilds the agent from the run's frozen profile and policy, opens the stream on the run's start checkpoint
 and writes every item to the journal and the timeline in small transactions. At each boundary the stream is
 held (see `boundaries`) while the checkpoint is stored. A heartbeat renews the lease and passes on an
-operator's cancel. Every write re-checks the lease, so a worker that lost it stops without changing anything.
+operator's cancel; one it has not passed on when the run suspends is dropped (see `cancellation`). Every write
+re-checks the lease, so a worker that lost it stops without changing anything.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from runs.models import (
 from . import checkpoints, leases
 from .agents import build_executable
 from .batching import BatchWriter
+from .cancellation import drop_unseen_request
 from .children import answer_parent, start_children
 from .leases import Lease, LeaseLost
 from .policy import approval_reason, expiry_for
@@ -347,6 +349,7 @@ def _record_result(
             else:
                 requests = _deferred_requests(run, result, terminal)
                 leases.release(lease, RunStatus.SUSPENDED, usage=usage)
+                drop_unseen_request(lease.execution_pk, lease.run_pk)
                 _finish_execution(lease, ExecutionStatus.WAITING)
                 assert result.deferred is not None
                 start_children(run.execution, requests, result.deferred)
