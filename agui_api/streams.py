@@ -12,7 +12,7 @@ items (origin `host`: the `a13n.host.decision` item after an interrupt) are left
 events of any run's AG-UI stream (a decision follows the suspended run's RUN_FINISHED).
 
 A stream lasts only as long as the credentials that opened it. Every `CREDENTIAL_CHECK_SECONDS` it checks again that
-its token (not revoked, not expired) or session still authenticates its user, one indexed read; a session's
+its token (not revoked, not expired) or session still authenticates its user (a read or two by key); a session's
 stream also joins the session's group, to which logging out sends `session.ended` (observers' `user_logged_out`
 receiver, the one that closes the session's websockets), and ends at once. An ended stream's last record is an
 SSE comment saying why; reconnecting gets the endpoint's 401.
