@@ -242,6 +242,8 @@ HARNESS_DEMO_MODEL = env.text("HARNESS_DEMO_MODEL", "runs.harness.demo.demo_mode
 
 # The largest RunAgentInput the AG-UI endpoint reads; a larger body gets 413.
 AGUI_MAX_BODY_BYTES = env.integer("AGUI_MAX_BODY_BYTES", 1024 * 1024)
+# How long a new API token authenticates unless its issuer chooses otherwise (admin, `manage.py harness_token`).
+HARNESS_API_TOKEN_DAYS = env.integer("HARNESS_API_TOKEN_DAYS", 90)
 
 # Ports and process counts of `bin/run` (deploy/supervisord.conf reads them); declared here so the check
 # refuses a bad one before anything starts.

@@ -1,4 +1,5 @@
-"""Django admin (staff only): agent profiles, host policies with their version history, and read-only records.
+"""Django admin (staff only): agent profiles, host policies with their version history, and read-only records;
+django-axes' failed-login records with a permission on their clean-up.
 
 A policy is edited through the fields of its current version; saving publishes a new immutable
 `HostPolicyVersion` (runs keep the version they started with), so the history shows who changed what.
@@ -9,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from axes import admin as axes_admin
+from axes.models import AccessAttempt
 from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
@@ -395,3 +398,17 @@ class DeferredRequestAdmin(RecordAdmin):
     @admin.display(description="arguments")
     def shown_args(self, deferred: DeferredRequest) -> str:
         return _masked(deferred.args, deferred.execution)
+
+
+class AccessAttemptAdmin(axes_admin.AccessAttemptAdmin):
+    """django-axes' failed-login records, whose clean-up action deletes records and so needs the delete permission
+    (axes declares none: anyone who may view them could run it)."""
+
+    @admin.action(description="Clean up expired attempts", permissions=["delete"])
+    def cleanup_expired_attempts(self, request: HttpRequest, queryset: QuerySet[AccessAttempt]) -> None:
+        super().cleanup_expired_attempts(request, queryset)
+
+
+if admin.site.is_registered(AccessAttempt):
+    admin.site.unregister(AccessAttempt)
+    admin.site.register(AccessAttempt, AccessAttemptAdmin)

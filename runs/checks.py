@@ -51,6 +51,8 @@ class Flag:
 
 
 PORT = Whole(1, 65535)
+# Ten years: a token meant to last longer is one nobody rotates.
+MAX_TOKEN_DAYS = 3650
 RULES: dict[str, Whole | Seconds | Flag] = {
     "DEBUG": Flag(),
     "HARNESS_BEHIND_TLS_PROXY": Flag(),
@@ -62,6 +64,7 @@ RULES: dict[str, Whole | Seconds | Flag] = {
     "HARNESS_HEALTH_QUEUE_LIMIT": Whole(0),
     "HARNESS_RECOVERY_BACKOFF_SECONDS": Seconds(zero_allowed=True),
     "AGUI_MAX_BODY_BYTES": Whole(1),
+    "HARNESS_API_TOKEN_DAYS": Whole(1, MAX_TOKEN_DAYS),
     "HARNESS_PORT": PORT,
     "REDIS_PORT": PORT,
     "HARNESS_WORKERS": Whole(1),

@@ -32,7 +32,8 @@ from pydantic_ai import DeferredToolRequests as NativeDeferredToolRequests
 from pydantic_ai import ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
 from pydantic_ai.messages import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPart, TextPartDelta
 
-from agui_api.models import ApiToken
+from agui_api.auth import Caller
+from agui_api.models import ApiToken, TokenScope, token_digest
 from runs.harness import (
     DeferredToolCall,
     HarnessEvent,
@@ -396,8 +397,14 @@ def demo_profile() -> AgentProfile:
     return shared_profile(PROFILE, tools=demo_tools())
 
 
-def token_for(user: Any, name: str = "tests") -> str:
-    token = ApiToken(user=user, name=name)
+def token_for(user: Any, name: str = "tests", scope: TokenScope = TokenScope.READ_DECIDE) -> str:
+    token = ApiToken(user=user, name=name, scope=scope)
     secret = token.issue()
     token.save()
     return secret
+
+
+def token_caller(user: Any) -> Caller:
+    """An AG-UI caller authenticated by a new token of `user`, as the endpoint hands it to `sse_events`."""
+    secret = token_for(user)
+    return Caller(user, token=ApiToken.objects.get(digest=token_digest(secret)))

@@ -24,6 +24,7 @@ HOST_TESTS = [
     "tests/host/test_concurrent_sweeps.py",
     "tests/host/test_policy_limits_migration.py",
     "tests/host/test_digest_and_cancel_migration.py",
+    "tests/host/test_token_expiry_migration.py",
     # Host-managed children take row locks (child before parent), which SQLite does not.
     "tests/host/test_children.py",
 ]
