@@ -36,7 +36,9 @@ def leased_run(thread_id: str, run_id: str) -> tuple[Any, Any]:
     # A long lease: a 100k-item write must not lose it half way through a measurement.
     version, _ = HostPolicyVersion.objects.get_or_create(policy=policy, number=1, defaults={"lease_seconds": 3600})
     thread = Thread.objects.create(thread_id=thread_id, profile=profile)
-    execution = Execution.objects.create(thread=thread, number=1, input="bench", policy_version=version)
+    execution = Execution.objects.create(
+        thread=thread, number=1, input="bench", shown_input="bench", policy_version=version
+    )
     run = Run.objects.create(execution=execution, number=1, run_id=run_id, policy_version=version)
     lease = leases.acquire(run.pk)
     assert lease is not None

@@ -18,10 +18,8 @@ from runs.services.approvals import MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, 
 from runs.services.audit import AuditFilters
 from runs.services.read_side import THREAD_STATUSES
 from runs.services.starts import MAX_KEY_LENGTH
-from runs.validators import MAX_DB_INTEGER, multi_line_text, single_line_text, unstorable_json
+from runs.validators import MAX_DB_INTEGER, MAX_INPUT_CHARS, multi_line_text, single_line_text, unstorable_json
 
-MAX_INPUT_CHARS = 20_000
-"""The text an execution starts with; longer work belongs in a file the agent reads, not in every page."""
 TITLE_CHARS = Thread._meta.get_field("title").max_length
 EARLIEST_DAY = datetime.date(2000, 1, 1)
 LATEST_DAY = datetime.date(2999, 12, 31)

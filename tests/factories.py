@@ -321,7 +321,12 @@ def suspended_execution(
     version = executions.current_policy_version()
     number = thread.executions.count() + 1
     execution = Execution.objects.create(
-        thread=thread, number=number, input="pay acme", status=ExecutionStatus.WAITING, policy_version=version
+        thread=thread,
+        number=number,
+        input="pay acme",
+        shown_input=redactor_for(version).text("pay acme"),
+        status=ExecutionStatus.WAITING,
+        policy_version=version,
     )
     run_id = f"run-{thread.pk}-{number}"
     run = Run.objects.create(

@@ -262,7 +262,8 @@ def lanes_of(execution: Execution) -> list[Lane]:
 
 
 def executions_of(thread: Thread) -> QuerySet[Execution]:
-    return thread.executions.select_related("policy_version").order_by("-number")
+    # The list shows each input as stored masked (`shown_input`); the real one is not read.
+    return thread.executions.defer("input").order_by("-number")
 
 
 def checkpoints_of(owner: Thread | Run) -> QuerySet[Checkpoint]:

@@ -1,7 +1,8 @@
 """The redaction boundary: what anyone but the journal sees of a run is masked by its frozen policy version.
 
 The rule, in one place (docs/approvals.md explains it to operators): a value under a key that one of the
-version's `redact_patterns` matches (case-insensitive regex search on the key) is shown as `[redacted]`.
+version's `redact_patterns` matches (case-insensitive regex search on the key), or under a key longer than
+`MAX_KEY_CHARS`, is shown as `[redacted]`.
 Keys are recognised in JSON objects and, inside any text, in `key: value` / `key=value` pairs, quoted or not,
 including JSON written into a string. A quoted value is masked to its closing quote, an object or list to its
 closing bracket, a bare value to the next space or punctuation.
@@ -33,6 +34,7 @@ from runs.models import HostPolicyVersion
 from .policy import parse_redact_patterns
 
 __all__ = (
+    "MAX_KEY_CHARS",
     "REDACTED",
     "STREAM_CONTEXT_CHARS",
     "Redactor",
@@ -45,9 +47,18 @@ __all__ = (
 REDACTED = "[redacted]"
 STREAM_CONTEXT_CHARS = 256
 """How far back a delta's key may start before its value: longer gaps are not recognised across deltas."""
+MAX_KEY_CHARS = 256
+"""A longer key is judged secret without being searched (see `Redactor.is_secret`)."""
 
-# A key, optionally quoted (also as `\"` inside JSON written into a string), and its separator.
-_KEY = re.compile(r"""(?P<q>\\?["']|)(?P<key>[A-Za-z_][\w.-]*)(?P=q)\s*[:=]\s*""")
+# A key, optionally quoted (also as `\"` inside JSON written into a string), and its separator. A key is the rest
+# of a run of key characters (`[\w.-]`) from its first ASCII letter or underscore: so an unquoted key is tried only
+# where a run starts, skipping the run's leading characters that cannot start a key (digits, dots, dashes, other
+# letters), and no quantifier gives back what it took (a shorter key is followed by a key character, never by a
+# separator). Each character is looked at a bounded number of times; searched from every position, a run of
+# key characters cost the square of its length.
+_KEY = re.compile(
+    r"""(?:(?P<q>\\?["'])|(?<![\w.-])(?:[^\W_A-Za-z]|[.-])*+)(?P<key>[A-Za-z_][\w.-]*+)(?(q)(?P=q))\s*+[:=]\s*"""
+)
 _BARE_END = frozenset(" \t\r\n\f\v,;&\"'\\)]}")
 
 # Fields of an AG-UI event that identify or correlate it; everything else is content and is masked.
@@ -177,19 +188,30 @@ class Redactor:
         return bool(self.patterns)
 
     def is_secret(self, key: str) -> bool:
-        return any(pattern.search(key) for pattern in self.patterns)
+        # A policy's pattern may cost the square of what it searches (`api.*key`), and a key in text is as long as
+        # its run of key characters: a longer key than any name is masked without searching it.
+        return bool(self.patterns) and (
+            len(key) > MAX_KEY_CHARS or any(pattern.search(key) for pattern in self.patterns)
+        )
 
     def value(self, value: Any, *, keep: frozenset[str] = frozenset()) -> Any:
         """A copy of a JSON value with secrets masked; keys in `keep` (at this level only) are not judged."""
         if not self.patterns:
             return value
+        try:
+            return self._mask(value, keep)
+        except RecursionError:
+            # Nested deeper than the stack allows: shown as one masked value rather than failing whoever shows it.
+            return REDACTED
+
+    def _mask(self, value: Any, keep: frozenset[str] = frozenset()) -> Any:
         if isinstance(value, Mapping):
             return {
-                key: REDACTED if isinstance(key, str) and key not in keep and self.is_secret(key) else self.value(item)
+                key: REDACTED if isinstance(key, str) and key not in keep and self.is_secret(key) else self._mask(item)
                 for key, item in value.items()
             }
         if isinstance(value, list | tuple):
-            return [self.value(item) for item in value]
+            return [self._mask(item) for item in value]
         if isinstance(value, str):
             return self.text(value)
         return value
@@ -200,11 +222,10 @@ class Redactor:
         if text.lstrip()[:1] in ("{", "["):
             try:
                 parsed = json.loads(text)
-            except ValueError:
-                pass
-            else:
-                masked = self.value(parsed)
+                masked = self._mask(parsed)
                 return text if masked == parsed else json.dumps(masked, ensure_ascii=False)
+            except (ValueError, RecursionError):
+                pass  # not JSON, or nested deeper than the stack allows: masked as text, which finds its keys too
         rendered, unfinished = self.render(text, 0)
         # A bare value at the very end is complete here (no further text will come): close it.
         return rendered + unfinished.closing if unfinished is not None and unfinished.kind == "bare" else rendered
@@ -240,7 +261,7 @@ class Redactor:
             position = match.end()
             if position >= len(text) or not self.is_secret(match["key"]):
                 continue
-            value = _Value.starting(text[position], match["q"])
+            value = _Value.starting(text[position], match["q"] or "")
             if value is None:
                 continue
             end = value.end_in(text, position)

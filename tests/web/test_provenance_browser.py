@@ -32,6 +32,7 @@ def forked_execution():
         thread=fork,
         number=1,
         input="go on",
+        shown_input="go on",
         status=ExecutionStatus.COMPLETED,
         policy_version=waiting.execution.policy_version,
     )
