@@ -26,6 +26,7 @@ from runs.models import AgentProfile, ExecutionStatus, Thread
 from runs.services import checkpoints, executions
 from runs.services.approvals import SubmissionRejected, pending_requests, submit_decisions
 from runs.services.read_side import last_position
+from runs.services.redaction import redactor_for
 from runs.validators import MAX_INPUT_CHARS, multi_line_text
 
 from .answers import answers_for
@@ -118,12 +119,16 @@ def _check_history(thread: Thread, client_texts: Sequence[str]) -> None:
         for part in message.parts
         if isinstance(part, UserPromptPart) and isinstance(part.content, str)
     ]
-    if list(client_texts) != prompts:
+    # Compared as shown, both sides masked alike: a comparison of real values would answer "match or 409" to a
+    # caller guessing a masked secret. The thread's own history is what runs, so a masked difference is harmless.
+    shown = redactor_for(executions.current_policy_version()).text
+    held, sent = [shown(text) for text in prompts], [shown(text) for text in client_texts]
+    if held != sent:
         # How the histories differ, never what the thread holds: its prompts are real values, unmasked, and the
         # caller may be any token holder who knows the threadId.
         first = next(
-            (index for index, (held, sent) in enumerate(zip(prompts, client_texts, strict=False)) if held != sent),
-            min(len(prompts), len(client_texts)),
+            (index for index, pair in enumerate(zip(held, sent, strict=False)) if pair[0] != pair[1]),
+            min(len(held), len(sent)),
         )
         raise Refused(
             409,
