@@ -15,6 +15,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from runs.demo_operator import DEMO_PASSWORD, DEMO_USERNAME
+from runs.models import AgentProfile
+from runs.services import toolbox
 from tests.services import ROOT, free_port
 
 HEADERS_OF_ONE_REQUEST = """
@@ -135,6 +137,28 @@ def test_setup_creates_the_demo_operator_once_and_never_promotes_it_again(capsys
     operator.refresh_from_db()
     assert not operator.is_superuser and not operator.is_staff
     assert operator.check_password("changed-password-7")
+
+
+@pytest.mark.django_db
+def test_setup_creates_the_demo_profile_once_and_leaves_it_as_it_is(capsys):
+    call_command("ensure_demo_profile")
+    assert "Created the agent profile 'demo'" in capsys.readouterr().out
+    profile = AgentProfile.objects.get(name="demo")
+    assert profile.model == "demo" and profile.enabled_tools == toolbox.tool_names()
+
+    profile.instructions = "Edited by an operator."
+    profile.save()
+    call_command("ensure_demo_profile")
+    assert "exists (left as it is)" in capsys.readouterr().out
+    assert AgentProfile.objects.get(name="demo").instructions == "Edited by an operator."
+
+
+@pytest.mark.django_db
+def test_production_setup_creates_no_demo_profile(settings, capsys):
+    settings.PRODUCTION = True
+    call_command("ensure_demo_profile")
+    assert "no demo profile" in capsys.readouterr().out
+    assert not AgentProfile.objects.exists()
 
 
 @pytest.mark.django_db
