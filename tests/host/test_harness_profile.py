@@ -78,7 +78,7 @@ def test_bad_input_is_refused_with_the_admin_forms_messages_and_changes_nothing(
 
 
 def test_a_new_profile_needs_a_model():
-    with pytest.raises(CommandError, match="model: This field is required."):
+    with pytest.raises(CommandError, match="model: This field is required"):
         harness_profile("support", "--instructions", "Be brief.")
     assert not AgentProfile.objects.exists()
 
