@@ -13,16 +13,10 @@ os.environ.setdefault("DATABASE_CONN_MAX_AGE", "600")
 # Django must be set up before anything imports models (the consumers do).
 django_asgi_app = get_asgi_application()
 
-from django.conf import settings  # noqa: E402
-
 from runs.checks import refuse_bad_settings  # noqa: E402
 
-# daphne runs no management command, so no system check: refuse a bad setting here instead.
+# daphne runs no management command, so no system check: refuse a bad setting (or the demo password) here instead.
 refuse_bad_settings()
-if settings.PRODUCTION:
-    from runs.demo_operator import refuse_demo_password
-
-    refuse_demo_password()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402

@@ -50,8 +50,8 @@ CHECKPOINT_KEY = env.text("CHECKPOINT_KEY", "") or SECRET_KEY
 DEBUG = env.flag("DEBUG")
 if PRODUCTION and DEBUG:
     env.problems.append("HARNESS_ENV=production refuses DEBUG: it shows settings and code to anyone.")
-ALLOWED_HOSTS = env.text("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
-CSRF_TRUSTED_ORIGINS = [o for o in env.text("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+ALLOWED_HOSTS = env.items("ALLOWED_HOSTS", "127.0.0.1,localhost")
+CSRF_TRUSTED_ORIGINS = env.items("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
     "daphne",
@@ -237,7 +237,7 @@ HARNESS_RECOVERY_BACKOFF_SECONDS = env.number("HARNESS_RECOVERY_BACKOFF_SECONDS"
 # agent profiles may enable, comma-separated, each a pydantic-ai FunctionToolset or a function returning one;
 # and the model a profile whose model is "demo" runs, a function returning a pydantic-ai Model. The offline
 # demo agent is the default of both.
-HARNESS_TOOLSETS = [path.strip() for path in env.text("HARNESS_TOOLSETS", "runs.harness.demo.toolset").split(",")]
+HARNESS_TOOLSETS = env.items("HARNESS_TOOLSETS", "runs.harness.demo.toolset")
 HARNESS_DEMO_MODEL = env.text("HARNESS_DEMO_MODEL", "runs.harness.demo.demo_model")
 
 # The largest RunAgentInput the AG-UI endpoint reads; a larger body gets 413.

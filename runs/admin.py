@@ -20,7 +20,7 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from runs.forms import StorableJSONField
+from runs.forms import AgentProfileForm, StorableJSONField
 from runs.harness import ApprovalRule, parse_approval_rules
 from runs.models import (
     POLICY_VERSION_LIMITS,
@@ -38,45 +38,6 @@ from runs.services.policy import POLICY_VERSION_FIELDS, parse_redact_patterns, p
 from runs.services.providers import ModelChoice, model_problems
 from runs.services.redaction import redactor_for
 from runs.services.rule_checks import effective_approvals, rule_problems
-
-
-class AgentProfileForm(forms.ModelForm):
-    base_url = forms.URLField(
-        required=False,
-        assume_scheme="http",
-        max_length=300,
-        help_text=AgentProfile._meta.get_field("base_url").help_text,
-    )
-    enabled_tools = forms.MultipleChoiceField(
-        required=False,
-        widget=forms.CheckboxSelectMultiple,
-        help_text="Tools of the host tool registry this profile's agent may call.",
-    )
-
-    class Meta:
-        model = AgentProfile
-        fields = ["name", "model", "base_url", "instructions", "enabled_tools"]
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Read per form: the registry is code, but a profile saved earlier may name a tool since removed.
-        names = set(toolbox.tool_names()) | set(self.instance.enabled_tools or [])
-        self.fields["enabled_tools"].choices = [(name, name) for name in sorted(names)]
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        if "model" in cleaned:
-            # Checked against this process's environment; the worker's must provide the same packages and keys.
-            for problem in model_problems(ModelChoice(cleaned["model"], cleaned.get("base_url") or "")):
-                self.add_error("model", problem)
-        return cleaned
-
-    def clean_enabled_tools(self) -> list[str]:
-        chosen = self.cleaned_data["enabled_tools"]
-        unknown = toolbox.unknown(chosen)
-        if unknown:
-            raise forms.ValidationError(f"Not in the host tool registry: {', '.join(unknown)}")
-        return list(chosen)
 
 
 @admin.register(AgentProfile)

@@ -1,9 +1,11 @@
-"""The `harness` system check: environment values that did not parse (harness_site/environment.py), and the
-ranges of the Host's settings, wherever their values came from, and the plug-ins they name (tool sets, demo model).
+"""The `harness` system checks: environment values that did not parse (harness_site/environment.py), the ranges
+of the Host's settings, wherever their values came from, the plug-ins they name (tool sets, demo model), and in
+production the demo operator's published password.
 
-`manage.py` commands run it before they start (the RQ worker and the sweeper among them), `bin/run` runs
-`manage.py check` before it starts anything, and harness_site/asgi.py calls `refuse_bad_settings` for daphne,
-which runs no command.
+Every process meets them before it starts: `manage.py` commands run them (the RQ worker and the sweeper among
+them), `bin/run` runs `manage.py check` before supervisord starts anything (so a refusal stops there instead of
+supervisord restarting a web process that refuses, forever), and harness_site/asgi.py calls `refuse_bad_settings`
+for daphne, which runs no command.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ import math
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error
+from django.core.checks import CheckMessage, Critical, Error, run_checks
 from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError
 from django.utils.module_loading import import_string
+
+from runs.demo_operator import DEMO_USERNAME, demo_password_works
 
 TAG = "harness"
 HINT = "Each setting is read from the environment variable of the same name; docs/configuration.md lists them."
@@ -103,7 +108,31 @@ def _plugin_problems() -> list[str]:
     return problems
 
 
+def check_demo_password(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """In production, refuse to start while the demo operator can log in with the password the README prints."""
+    if not settings.PRODUCTION:
+        return []
+    try:
+        works = demo_password_works()
+    except DatabaseError as exc:
+        # Unknown is not safe: a process that cannot read the accounts could not serve them either.
+        return [
+            Critical(
+                f"HARNESS_ENV=production: cannot read the accounts to check the demo password: {exc}", id="runs.E005"
+            )
+        ]
+    if not works:
+        return []
+    return [
+        Critical(
+            f"HARNESS_ENV=production: the account '{DEMO_USERNAME}' still has the demo password.",
+            hint=f"Change it (manage.py changepassword {DEMO_USERNAME}) or deactivate it before starting.",
+            id="runs.E004",
+        )
+    ]
+
+
 def refuse_bad_settings() -> None:
-    """Raise ImproperlyConfigured listing every problem the check finds."""
-    if errors := check_settings():
+    """Raise ImproperlyConfigured listing every problem the `harness` checks find."""
+    if errors := [message for message in run_checks(tags=[TAG]) if message.is_serious()]:
         raise ImproperlyConfigured("\n".join(str(error) for error in errors))

@@ -1,5 +1,5 @@
-"""Forms: starting work (new thread, new execution, fork), the thread search, one decision set per post, and the
-audit filters. Text fields are bounded and refuse control characters (runs/validators.py)."""
+"""Forms: starting work (new thread, new execution, fork), the thread search, an agent profile, one decision set
+per post, and the audit filters. Text fields are bounded and refuse control characters (runs/validators.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from django.contrib.auth import get_user_model
 from django.http import QueryDict
 
 from runs.models import AgentProfile, Thread, Verdict
+from runs.services import toolbox
 from runs.services.approvals import MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
 from runs.services.audit import AuditFilters
+from runs.services.providers import ModelChoice, model_problems
 from runs.services.read_side import THREAD_STATUSES
 from runs.services.starts import MAX_KEY_LENGTH
 from runs.validators import MAX_DB_INTEGER, MAX_INPUT_CHARS, multi_line_text, single_line_text, unstorable_json
@@ -93,6 +95,47 @@ class StorableJSONField(forms.JSONField):
         super().validate(value)
         if problem := unstorable_json(value):
             raise forms.ValidationError(f"The JSON {problem}.", code="invalid")
+
+
+class AgentProfileForm(forms.ModelForm):
+    """An agent profile as the admin edits it and `manage.py harness_profile` sets it: one validation for both."""
+
+    base_url = forms.URLField(
+        required=False,
+        assume_scheme="http",
+        max_length=300,
+        help_text=AgentProfile._meta.get_field("base_url").help_text,
+    )
+    enabled_tools = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Tools of the host tool registry this profile's agent may call.",
+    )
+
+    class Meta:
+        model = AgentProfile
+        fields = ["name", "model", "base_url", "instructions", "enabled_tools"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Read per form: the registry is code, but a profile saved earlier may name a tool since removed.
+        names = set(toolbox.tool_names()) | set(self.instance.enabled_tools or [])
+        self.fields["enabled_tools"].choices = [(name, name) for name in sorted(names)]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if "model" in cleaned:
+            # Checked against this process's environment; the worker's must provide the same packages and keys.
+            for problem in model_problems(ModelChoice(cleaned["model"], cleaned.get("base_url") or "")):
+                self.add_error("model", problem)
+        return cleaned
+
+    def clean_enabled_tools(self) -> list[str]:
+        chosen = self.cleaned_data["enabled_tools"]
+        unknown = toolbox.unknown(chosen)
+        if unknown:
+            raise forms.ValidationError(f"Not in the host tool registry: {', '.join(unknown)}")
+        return list(chosen)
 
 
 CHOICE_VERDICTS = {

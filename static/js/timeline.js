@@ -347,8 +347,8 @@ export class Timeline {
     return table;
   }
 
-  // The outcome of a decided call on the card of the call itself (a denied call has no later card at all); `who`
-  // is null for a child's answer, whose verdict already says where it came from.
+  // The outcome of a decided call on the card of the call itself (its result, a denial's too, shows in the lane of
+  // the run that resumes); `who` is null for a child's answer, whose verdict already says where it came from.
   settle(call, verdict, who) {
     const card = this.toolCards.get(call.tool_call_id);
     this.closeFormLink(call.tool_call_id, `${verdict} (see the decision below)`, true);

@@ -5,6 +5,7 @@ Settings are read once per process, so the cases about the environment run Djang
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -89,6 +90,44 @@ def test_a_value_that_does_not_parse_is_a_problem_and_never_a_guess(read, raw):
     assert read(environment) == read(Environment({}))
     [problem] = environment.problems
     assert problem.startswith(f"X={raw!r} in the environment: it must be ")
+
+
+def test_a_list_is_stripped_of_spaces_and_empty_items():
+    environment = Environment({"HOSTS": " a.example, b.example ,, ", "EMPTY": ""})
+    assert environment.items("HOSTS", "x") == ["a.example", "b.example"]
+    assert environment.items("EMPTY", "x") == []
+    assert environment.items("UNSET", "c.example,d.example") == ["c.example", "d.example"]
+    assert environment.names == ["HOSTS", "EMPTY", "UNSET"]
+
+
+LISTS_OF_ONE_PROCESS = """
+import json, django
+django.setup()
+from django.conf import settings
+from django.test import RequestFactory
+print(json.dumps([settings.ALLOWED_HOSTS, settings.CSRF_TRUSTED_ORIGINS, settings.HARNESS_TOOLSETS]))
+print(RequestFactory().get("/", HTTP_HOST="b.example").get_host())
+"""
+
+
+def test_lists_from_the_environment_take_spaces_and_a_trailing_comma(tmp_path):
+    completed = run_django(
+        ["-c", LISTS_OF_ONE_PROCESS],
+        tmp_path,
+        SECRET_KEY="k" * 50,
+        ALLOWED_HOSTS="a.example, b.example,",
+        CSRF_TRUSTED_ORIGINS=" https://a.example , https://b.example",
+        HARNESS_TOOLSETS="runs.harness.demo.toolset, ",
+    )
+    assert completed.returncode == 0, completed.stderr
+    lists, host = completed.stdout.splitlines()
+    assert json.loads(lists) == [
+        ["a.example", "b.example"],
+        ["https://a.example", "https://b.example"],
+        ["runs.harness.demo.toolset"],
+    ]
+    # Django compares the Host header with the list as it is: a host with a leading space would never match.
+    assert host == "b.example"
 
 
 def test_the_default_settings_pass_the_check():

@@ -79,7 +79,7 @@ def test_a_decision_is_an_item_with_the_editor_s_name_the_argument_diff_and_each
     expect(edited.locator(".arg-diff del")).to_have_text('"REC-42"')
     expect(edited.locator(".arg-diff ins")).to_have_text('"REC-7"')
     expect(decision.locator(".verdict-denied .decision-message")).to_have_text("No searching today.")
-    # The denied call keeps its card (the resume run never shows it again), now with its outcome.
+    # The denied call's own card gets its outcome (its result shows in the resumed run's lane).
     denied_card = operator_page.locator(".item-tool.outcome-denied", has_text="search_records")
     expect(denied_card.locator(".outcome-text")).to_have_text("denied by editor: No searching today.")
     expect(operator_page.locator(".interrupt-link")).to_have_count(0)

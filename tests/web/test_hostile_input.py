@@ -480,13 +480,18 @@ def test_a_history_check_cannot_confirm_a_guessed_secret(viewer):
 
     def post(history: str) -> tuple[int, str | None]:
         thread = executions.create_thread(demo_profile())
-        held = [ModelRequest(parts=[UserPromptPart("deploy with password=hunter2")]), ModelResponse(parts=[TextPart("ok")])]
+        held = [
+            ModelRequest(parts=[UserPromptPart("deploy with password=hunter2")]),
+            ModelResponse(parts=[TextPart("ok")]),
+        ]
         state = checkpoints.load(thread.selected_checkpoint).with_changes(message_history=held)
         thread.selected_checkpoint = checkpoints.create(thread, state, kind=CheckpointKind.FORK)
         thread.save(update_fields=["selected_checkpoint"])
         body = json.dumps(run_input(thread.thread_id, "r1", history, "now run this"))
         response = Client().post("/agui/demo/", body, "application/json", headers=bearer(token))
-        return response.status_code, (json.loads(response.content).get("error") if response.status_code >= 400 else None)
+        return response.status_code, (
+            json.loads(response.content).get("error") if response.status_code >= 400 else None
+        )
 
     assert post("deploy with password=wrong-guess") == post("deploy with password=hunter2") == (200, None)
     assert post("deploy without it") == (409, "history_mismatch")

@@ -9,6 +9,7 @@ import pytest
 from ag_ui.core import ToolCallResultEvent
 from django.views.defaults import server_error
 
+from runs.demo_profile import ensure_demo_profile
 from runs.models import Checkpoint, Execution, Thread
 from runs.services import executions, forks, queueing
 from runs.services.read_side import format_duration
@@ -29,6 +30,24 @@ def test_pages_need_a_login(client):
         response = client.get(url)
         assert response.status_code == 302
         assert response["Location"].startswith("/login/")
+
+
+def test_an_empty_threads_page_says_how_to_fill_it(client_in):
+    body = client_in.get("/").content.decode()
+    assert "No threads yet." in body
+    assert "Create an agent profile first" in body and "manage.py harness_profile" in body
+    assert "manage.py harness_demo" in body
+
+    ensure_demo_profile()
+    body = client_in.get("/").content.decode()
+    assert "Start one with <b>New thread</b> above" in body and "manage.py harness_demo" in body
+    # The form is open at once: there is nothing else on the page.
+    assert '<details class="new-thread" open>' in body
+
+    factories.make_thread("Something")
+    body = client_in.get("/").content.decode()
+    assert "No threads yet." not in body and '<details class="new-thread">' in body
+    assert "No thread matches." in client_in.get("/", {"q": "nothing like it"}).content.decode()
 
 
 def test_threads_list_searches_filters_and_pages(client_in):
