@@ -34,6 +34,8 @@ PROBES = [
     ("observers/agui/_contract_probe.py", "import runs.services", "Layers:"),
     ("runs/services/contract_probe.py", "import observers.consumers", "One-way between the apps"),
     ("runs/services/contract_probe.py", "import observers.execution_feeds", "One-way between the apps"),
+    ("runs/migrations/_contract_probe.py", "import runs.services", "Migrations run frozen copies"),
+    ("runs/migrations/_contract_probe.py", "from runs.models import Run", "Migrations run frozen copies"),
 ]
 
 
