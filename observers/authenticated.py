@@ -45,7 +45,7 @@ from runs.protocol import (
     SessionEnded,
     pieces,
 )
-from runs.services.publishing import publish_session_ended, session_group
+from runs.services.timeline import publish_session_ended, session_group
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,9 @@ from django.contrib.auth import get_user_model
 from django.http import QueryDict
 
 from runs.models import AgentProfile, Thread, Verdict
-from runs.services.approvals import MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
-from runs.services.audit import AuditFilters
-from runs.services.read_side import THREAD_STATUSES
-from runs.services.starts import MAX_KEY_LENGTH
+from runs.services.lifecycle import MAX_KEY_LENGTH, MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
+from runs.services.reports import AuditFilters
+from runs.services.timeline import THREAD_STATUSES
 from runs.validators import MAX_DB_INTEGER, multi_line_text, single_line_text, unstorable_json
 
 MAX_INPUT_CHARS = 20_000
@@ -35,7 +34,7 @@ def new_submission_key() -> str:
 
 
 class StartForm(forms.Form):
-    """What every form that starts work posts: its one-time submission key (see runs.services.starts)."""
+    """What every form that starts work posts: its one-time submission key (see runs.services.lifecycle.starts)."""
 
     submission_key = forms.CharField(
         max_length=MAX_KEY_LENGTH,

@@ -21,7 +21,7 @@ from pathlib import Path
 import redis
 
 from harness_site.var_dir import prepare_var_dir
-from runs.services.providers import PROVIDERS
+from runs.services.store import PROVIDERS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -28,7 +28,10 @@ from runs.models import (
     ToolDispatch,
     Verdict,
 )
-from runs.services import cancellation, checkpoints, executions, forks, journal, leases, recovery, runner
+from runs.services.lifecycle import cancellation, executions, forks
+from runs.services.recovery import recovery
+from runs.services.store import checkpoints, journal, leases
+from runs.services.worker import runner
 from tests import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_recovery_backoff")]
@@ -273,7 +276,7 @@ def test_a_cancel_request_reaches_the_running_worker(demo_thread):
 def test_cancelling_a_waiting_execution_closes_its_open_requests(django_user_model):
     from django.contrib.auth.models import Permission
 
-    from runs.services.approvals import Answer, SubmissionRejected, submit_decisions
+    from runs.services.lifecycle import Answer, SubmissionRejected, submit_decisions
     from tests.factories import suspended_execution
 
     waiting = suspended_execution()
@@ -403,7 +406,7 @@ def test_the_database_allows_one_active_execution_per_thread_and_one_leased_run_
 def test_the_journal_prefix_rebuilds_the_runs_projection(demo_thread):
 
     from observers.agui import HarnessAguiStreamObserver
-    from runs.services.projection import dump_event
+    from runs.services.timeline import dump_event
 
     run = start(demo_thread, "research the outage")
     runner.execute_run(run.pk)
@@ -454,7 +457,7 @@ def test_an_external_question_is_stored_as_a_question_request(demo_thread):
 
 
 def test_closing_a_lane_that_died_inside_a_delegation_ends_the_child_too(demo_thread, monkeypatch):
-    from runs.services.projection import RunProjection
+    from runs.services.timeline import RunProjection
 
     real = RunProjection.record
 

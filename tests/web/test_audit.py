@@ -11,10 +11,9 @@ from django.urls import reverse
 from pydantic_ai import ToolCallPart
 
 from runs.models import Decision
-from runs.services import cancellation
-from runs.services.approvals import Answer, submit_decisions
-from runs.services.audit import CSV_COLUMNS
-from runs.services.redaction import REDACTED
+from runs.services.lifecycle import Answer, cancellation, submit_decisions
+from runs.services.reports import CSV_COLUMNS
+from runs.services.timeline import REDACTED
 from tests import factories
 from tests.factories import suspended_execution
 

@@ -10,8 +10,9 @@ from ag_ui.core import ToolCallResultEvent
 from django.views.defaults import server_error
 
 from runs.models import Checkpoint, Thread
-from runs.services import executions, forks, queueing
-from runs.services.read_side import format_duration
+from runs.services.lifecycle import executions, forks
+from runs.services.store import queueing
+from runs.services.timeline import format_duration
 from tests import factories
 
 pytestmark = pytest.mark.django_db

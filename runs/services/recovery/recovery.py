@@ -53,12 +53,12 @@ from runs.models import (
     TimelineEvent,
 )
 
-from . import checkpoints, journal, queueing
-from .approvals import expire_request_set, overdue_sets
-from .children import answer_parent
-from .executions import new_run
-from .projection import RunProjection, store_events
-from .publishing import publish_execution_status
+from ..lifecycle.approvals import expire_request_set, overdue_sets
+from ..lifecycle.children import answer_parent
+from ..lifecycle.executions import new_run
+from ..store import checkpoints, journal, queueing
+from ..timeline.projection import RunProjection, store_events
+from ..timeline.publishing import publish_execution_status
 from .sweep_failures import give_up, is_transient
 
 __all__ = ("SweepReport", "close_projection", "sweep")

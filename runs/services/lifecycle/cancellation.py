@@ -17,9 +17,9 @@ from django.utils import timezone
 
 from runs.models import ACTIVE_EXECUTION_STATUSES, DeferredRequest, DeferredStatus, Execution, ExecutionStatus
 
+from ..timeline.publishing import publish_execution_status
 from .approvals import can_decide, pending_requests, record_cancellation
 from .children import answer_parent
-from .publishing import publish_execution_status
 
 __all__ = ("cancel_execution",)
 
