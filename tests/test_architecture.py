@@ -38,6 +38,7 @@ PROBES = [
     ("runs/services/store/contract_probe.py", "import runs.services.timeline", "Services in layers"),
     ("runs/services/timeline/contract_probe.py", "import runs.services.lifecycle", "Services in layers"),
     ("runs/services/reports/contract_probe.py", "from runs.services.lifecycle import approvals", "Services in layers"),
+    ("runs/services/worker/contract_probe.py", "import runs.services.recovery", "Services in layers"),
     ("runs/services/contract_probe.py", "", "Services in layers"),
     ("runs/migrations/_contract_probe.py", "import runs.services", "Migrations run frozen copies"),
     ("runs/migrations/_contract_probe.py", "from runs.models import Run", "Migrations run frozen copies"),

@@ -50,11 +50,11 @@ from runs.models import (
 )
 
 from ..lifecycle.children import answer_parent, start_children
-from ..recovery.recovery import close_projection
 from ..store import checkpoints, leases
 from ..store.agents import build_executable
 from ..store.leases import Lease, LeaseLost
 from ..store.policy import approval_reason, expiry_for
+from ..timeline.lane_closing import close_projection
 from ..timeline.projection import RunProjection
 from ..timeline.publishing import publish_approvals_changed, publish_execution_status, worker_sender
 from .batching import BatchWriter
