@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 
-from runs.services.login_sessions import session_user_pk
+from runs.services.store import session_user_pk
 
 from .errors import Refused
 from .models import ApiToken, TokenScope, token_digest

@@ -23,10 +23,9 @@ from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from runs.harness import THREAD_ID_PATTERN
 from runs.models import AgentProfile, ExecutionStatus, Thread
-from runs.services import checkpoints, executions
-from runs.services.approvals import SubmissionRejected, pending_requests, submit_decisions
-from runs.services.read_side import last_position
-from runs.services.redaction import redactor_for
+from runs.services.lifecycle import SubmissionRejected, executions, pending_requests, submit_decisions
+from runs.services.store import checkpoints
+from runs.services.timeline import last_position, redactor_for
 from runs.validators import MAX_INPUT_CHARS, multi_line_text
 
 from .answers import answers_for

@@ -34,8 +34,7 @@ from django.db import connections
 from pydantic import TypeAdapter
 
 from runs.models import ACTIVE_EXECUTION_STATUSES, DeferredRequest, Execution, ExecutionStatus, TimelineOrigin
-from runs.services.publishing import execution_group, session_group
-from runs.services.read_side import REPLAY_PAGE_SIZE, frames_after
+from runs.services.timeline import REPLAY_PAGE_SIZE, execution_group, frames_after, session_group
 
 from .answers import interrupt_of
 from .auth import Caller

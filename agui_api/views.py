@@ -17,7 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from pydantic import ValidationError
 
-from runs.services.read_side import execution_exists, last_position
+from runs.services.timeline import execution_exists, last_position
 from runs.validators import unstorable_json
 
 from . import intake

@@ -29,7 +29,7 @@ def configure(database_url: str, redis_url: str) -> None:
 def leased_run(thread_id: str, run_id: str) -> tuple[Any, Any]:
     """A new thread, execution and queued run for `run_id`, with the run's lease taken: `(run, lease)`."""
     from runs.models import AgentProfile, Execution, HostPolicy, HostPolicyVersion, Run, Thread
-    from runs.services import leases
+    from runs.services.store import leases
 
     profile, _ = AgentProfile.objects.get_or_create(name="bench", defaults={"model": "demo"})
     policy, _ = HostPolicy.objects.get_or_create(name="default")

@@ -17,8 +17,8 @@ from django_rq import get_connection, get_queue
 from redis.exceptions import RedisError
 from rq import Worker
 
-from runs.services.queueing import queue_reachable
-from runs.services.sweeper_passes import last_passes
+from runs.services.recovery import last_passes
+from runs.services.store import queue_reachable
 
 Check = dict[str, Any]
 UNKNOWN: Check = {"status": "unknown", "reason": "Redis is unreachable"}

@@ -43,8 +43,8 @@ from runs.protocol import (
     SessionEnded,
     pieces,
 )
-from runs.services.login_sessions import session_user_pk
-from runs.services.publishing import publish_session_ended, session_group
+from runs.services.store import session_user_pk
+from runs.services.timeline import publish_session_ended, session_group
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from channels.middleware import BaseMiddleware
 from channels.sessions import CookieMiddleware
 from django.conf import settings
 
-from runs.services.login_sessions import session_store
+from runs.services.store import session_store
 
 __all__ = ("SocketSessionMiddleware", "socket_auth_stack")
 

@@ -32,12 +32,16 @@ from runs.models import (
     HostPolicyVersion,
     ToolRecovery,
 )
-from runs.services import toolbox
-from runs.services.dry_run import dry_run
-from runs.services.policy import POLICY_VERSION_FIELDS, parse_redact_patterns, publish_policy_version
-from runs.services.providers import ModelChoice, model_problems
-from runs.services.redaction import redactor_for
-from runs.services.rule_checks import effective_approvals, rule_problems
+from runs.services.reports import dry_run, effective_approvals, rule_problems
+from runs.services.store import (
+    POLICY_VERSION_FIELDS,
+    ModelChoice,
+    model_problems,
+    parse_redact_patterns,
+    publish_policy_version,
+    toolbox,
+)
+from runs.services.timeline import redactor_for
 
 
 @admin.register(AgentProfile)

@@ -24,8 +24,7 @@ from runs.models import (
     Execution,
     ExecutionStatus,
 )
-from runs.services import queueing
-from runs.services.approvals import (
+from runs.services.lifecycle import (
     SubmissionRejected,
     can_decide,
     open_requests,
@@ -34,8 +33,9 @@ from runs.services.approvals import (
     submit_decisions,
     tool_parameters_schema,
 )
-from runs.services.audit import audit_rows, csv_text
-from runs.services.redaction import redactor_for
+from runs.services.reports import audit_rows, csv_text
+from runs.services.store import queueing
+from runs.services.timeline import redactor_for
 
 AUDIT_ROWS = 200
 

@@ -94,7 +94,7 @@ PLUGIN_HINT = 'docs/models-and-tools.md "Your own tools" shows what the plug-in 
 
 def _plugin_problems() -> list[str]:
     """What is wrong with the tool sets and the demo model the settings name (the worker would fail on it)."""
-    from runs.services import toolbox
+    from runs.services.store import toolbox
 
     problems = []
     try:

@@ -14,12 +14,10 @@ from django.contrib.auth import get_user_model
 from django.http import QueryDict
 
 from runs.models import AgentProfile, Thread, Verdict
-from runs.services import toolbox
-from runs.services.approvals import MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
-from runs.services.audit import AuditFilters
-from runs.services.providers import ModelChoice, model_problems
-from runs.services.read_side import THREAD_STATUSES
-from runs.services.starts import MAX_KEY_LENGTH
+from runs.services.lifecycle import MAX_KEY_LENGTH, MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
+from runs.services.reports import AuditFilters
+from runs.services.store import ModelChoice, model_problems, toolbox
+from runs.services.timeline import THREAD_STATUSES
 from runs.validators import MAX_DB_INTEGER, MAX_INPUT_CHARS, multi_line_text, single_line_text, unstorable_json
 
 TITLE_CHARS = Thread._meta.get_field("title").max_length
@@ -35,7 +33,7 @@ def new_submission_key() -> str:
 
 
 class StartForm(forms.Form):
-    """What every form that starts work posts: its one-time submission key (see runs.services.starts)."""
+    """What every form that starts work posts: its one-time submission key (see runs.services.lifecycle.starts)."""
 
     submission_key = forms.CharField(
         max_length=MAX_KEY_LENGTH,

@@ -371,7 +371,7 @@ class Checkpoint(models.Model):
     A base holds the whole state JSON in `state_json`. A delta holds the state without its message history in
     `state_json` and the messages appended since `parent` in `history_delta`; `base` names its chain's base so
     the chain is read in one query. The HMAC `digest` covers the row's content and its parent's digest, so an
-    edit anywhere in a chain is detected (see `runs.services.checkpoints`).
+    edit anywhere in a chain is detected (see `runs.services.store.checkpoints`).
     """
 
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoints")

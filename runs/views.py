@@ -1,4 +1,5 @@
-"""Pages of the dashboard. Views stay thin: reads come from runs.services.read_side, actions from runs.services."""
+"""Pages of the dashboard. Views stay thin: reads come from runs.services.timeline.read_side, actions from the
+other services."""
 
 from __future__ import annotations
 
@@ -14,18 +15,10 @@ from django.views.decorators.http import require_POST
 
 from runs.forms import MAX_INPUT_CHARS, TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
 from runs.models import AgentProfile, Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
-from runs.services import (
-    cancellation,
-    checkpoints,
-    executions,
-    failures,
-    provenance,
-    queueing,
-    read_side,
-    starts,
-    timeline_page,
-)
-from runs.services.approvals import can_decide
+from runs.services.lifecycle import can_decide, cancellation, executions, starts
+from runs.services.reports import failures, provenance, timeline_page
+from runs.services.store import checkpoints, queueing
+from runs.services.timeline import read_side
 
 THREADS_PER_PAGE = 25
 CHECKPOINTS_PER_PAGE = 20

@@ -20,7 +20,7 @@ from redis.retry import Retry
 from rq import Worker, worker_registration
 
 import runs.jobs  # noqa: F401 - preloaded for every forked work-horse
-from runs.services import toolbox
+from runs.services.store import toolbox
 
 RETRY_FOREVER = -1
 BACKOFF_BASE_SECONDS = 0.25

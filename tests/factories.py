@@ -63,8 +63,9 @@ from runs.models import (
     Thread,
     TimelineEvent,
 )
-from runs.services import checkpoints, executions, leases, policy
-from runs.services.redaction import redactor_for
+from runs.services.lifecycle import executions
+from runs.services.store import checkpoints, leases, policy
+from runs.services.timeline import redactor_for
 from tests.agui_http import PROFILE
 from tests.approval_scenarios import TOOLS
 

@@ -5,7 +5,7 @@
 // into their message and runs of harness CUSTOM events into one collapsed group. The modules: feed.js (cursor,
 // queue, drawing batches; no DOM), handlers.js (one handler per event type), lanes.js (lanes and scopes),
 // items.js (item kinds), fragments.js (oversized events), compare.js, dom.js (helpers shared by the pages).
-// Constants come from the server, in the page's `timeline-config` (runs/services/timeline_page.py).
+// Constants come from the server, in the page's `timeline-config` (runs/services/reports/timeline_page.py).
 
 import { LaneComparison } from "./compare.js";
 import { el, exactTime, formatDuration, link, offset, plural, pretty, setStatus } from "./dom.js";

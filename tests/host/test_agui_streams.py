@@ -24,8 +24,17 @@ from django.utils import timezone
 from agui_api.auth import Caller
 from agui_api.streams import sse_events
 from runs.models import DeferredRequest, Execution, TimelineOrigin, Verdict
-from runs.services import cancellation, executions, read_side, recovery, runner
-from runs.services.approvals import Answer, expire_overdue_requests, pending_requests, submit_decisions
+from runs.services.lifecycle import (
+    Answer,
+    cancellation,
+    executions,
+    expire_overdue_requests,
+    pending_requests,
+    submit_decisions,
+)
+from runs.services.recovery import recovery
+from runs.services.timeline import read_side
+from runs.services.worker import runner
 from tests import factories
 from tests.agui_http import parse
 from tests.agui_js.client import assert_socket_verified, assert_verified, require_client

@@ -21,8 +21,7 @@ from runs.models import (
     RunReason,
     Verdict,
 )
-from runs.services import checkpoints
-from runs.services.approvals import (
+from runs.services.lifecycle import (
     EXPIRY_MESSAGE,
     MAX_VALUE_BYTES,
     Answer,
@@ -31,6 +30,7 @@ from runs.services.approvals import (
     expire_overdue_requests,
     submit_decisions,
 )
+from runs.services.store import checkpoints
 from tests.factories import Suspended, suspended_execution
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,8 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from runs.models import Decision, DroppedCancelRequest, Execution, ExecutionStatus
-from runs.services.approvals import Answer, args_digest, canonical_json, submit_decisions
+from runs.services.lifecycle import Answer, args_digest, submit_decisions
+from runs.services.lifecycle.approvals import canonical_json
 from tests import factories
 from tests.factories import suspended_execution
 

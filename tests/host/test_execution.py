@@ -29,8 +29,10 @@ from runs.models import (
     ToolDispatch,
     Verdict,
 )
-from runs.services import cancellation, checkpoints, executions, forks, journal, leases, recovery, runner
-from runs.services.approvals import Answer, submit_decisions
+from runs.services.lifecycle import Answer, cancellation, executions, forks, submit_decisions
+from runs.services.recovery import recovery
+from runs.services.store import checkpoints, journal, leases
+from runs.services.worker import runner
 from tests import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_recovery_backoff")]
@@ -351,7 +353,7 @@ def test_a_cancel_request_a_heartbeat_sees_before_the_run_suspends_still_cancels
 def test_cancelling_a_waiting_execution_closes_its_open_requests(django_user_model):
     from django.contrib.auth.models import Permission
 
-    from runs.services.approvals import SubmissionRejected
+    from runs.services.lifecycle import SubmissionRejected
     from tests.factories import suspended_execution
 
     waiting = suspended_execution()
@@ -481,7 +483,7 @@ def test_the_database_allows_one_active_execution_per_thread_and_one_leased_run_
 def test_the_journal_prefix_rebuilds_the_runs_projection(demo_thread):
 
     from observers.agui import HarnessAguiStreamObserver
-    from runs.services.projection import dump_event
+    from runs.services.timeline import dump_event
 
     run = start(demo_thread, "research the outage")
     runner.execute_run(run.pk)
@@ -532,7 +534,7 @@ def test_an_external_question_is_stored_as_a_question_request(demo_thread):
 
 
 def test_closing_a_lane_that_died_inside_a_delegation_ends_the_child_too(demo_thread, monkeypatch):
-    from runs.services.projection import RunProjection
+    from runs.services.timeline import RunProjection
 
     real = RunProjection.record
 

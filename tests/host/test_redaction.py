@@ -32,17 +32,10 @@ from pydantic_ai import ToolCallPart
 from agui_api.answers import interrupt_of
 from observers.agui import FRAGMENT_EVENT_NAME, CustomEventAssembler, fragment_custom_event
 from runs.models import Decision
-from runs.services import redaction
-from runs.services.executions import current_policy_version
-from runs.services.policy import parse_redact_patterns
-from runs.services.redaction import (
-    MAX_KEY_CHARS,
-    REDACTED,
-    Redactor,
-    TimelineRedactor,
-    dump_event,
-    restore_redacted,
-)
+from runs.services.lifecycle import current_policy_version
+from runs.services.store import parse_redact_patterns
+from runs.services.timeline import REDACTED, Redactor, TimelineRedactor, dump_event, redaction, restore_redacted
+from runs.services.timeline.redaction import MAX_KEY_CHARS
 from tests import factories
 from tests.factories import suspended_execution
 

@@ -15,8 +15,7 @@ from runs.models import (
     ToolDispatch,
     Verdict,
 )
-from runs.services import executions
-from runs.services.approvals import Answer, submit_decisions
+from runs.services.lifecycle import Answer, executions, submit_decisions
 from tests import factories
 from tests.providers.openai_compatible import ANSWER_CHUNKS, USAGE, OpenAICompatibleServer, ProviderScript
 from tests.services import free_port, wait_until

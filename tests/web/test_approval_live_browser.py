@@ -13,8 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.models import DeferredRequest, Execution, ExecutionStatus, Thread, Verdict
-from runs.services import cancellation, executions
-from runs.services.approvals import Answer, expire_overdue_requests, submit_decisions
+from runs.services.lifecycle import Answer, cancellation, executions, expire_overdue_requests, submit_decisions
 from tests import factories
 from tests.conftest import log_in
 from tests.factories import create_decider

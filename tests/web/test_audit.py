@@ -14,10 +14,10 @@ from django.urls import reverse
 from pydantic_ai import ToolCallPart
 
 from runs.models import Decision
-from runs.services import cancellation
-from runs.services.approvals import Answer, args_digest, canonical_json, submit_decisions
-from runs.services.audit import CSV_COLUMNS
-from runs.services.redaction import REDACTED
+from runs.services.lifecycle import Answer, args_digest, cancellation, submit_decisions
+from runs.services.lifecycle.approvals import canonical_json
+from runs.services.reports import CSV_COLUMNS
+from runs.services.timeline import REDACTED
 from tests import factories
 from tests.factories import suspended_execution
 

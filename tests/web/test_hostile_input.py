@@ -18,7 +18,8 @@ from pydantic_ai import ModelRequest, ModelResponse, TextPart, ToolCallPart, Use
 
 from observers.routing import websocket_urlpatterns
 from runs.models import AgentProfile, Checkpoint, CheckpointKind, DecisionSubmission, Execution, HostPolicy, Thread
-from runs.services import checkpoints, executions
+from runs.services.lifecycle import executions
+from runs.services.store import checkpoints
 from runs.validators import MAX_INPUT_CHARS
 from tests import factories
 from tests.agui_http import bearer, run_input
@@ -229,7 +230,7 @@ def test_a_new_execution_refuses_hostile_input(client_in, profile, text):
 
 @pytest.mark.parametrize("title", HOSTILE_LINE.values(), ids=HOSTILE_LINE.keys())
 def test_a_fork_refuses_a_hostile_title(client_in, profile, title):
-    from runs.services.executions import create_thread
+    from runs.services.lifecycle import create_thread
 
     thread = create_thread(profile, title="origin")
     checkpoint = Checkpoint.objects.get(thread=thread)

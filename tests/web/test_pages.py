@@ -11,8 +11,9 @@ from django.views.defaults import server_error
 
 from runs.demo_profile import ensure_demo_profile
 from runs.models import Checkpoint, Execution, Thread
-from runs.services import executions, forks, queueing
-from runs.services.read_side import format_duration
+from runs.services.lifecycle import executions, forks
+from runs.services.store import queueing
+from runs.services.timeline import format_duration
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,7 @@ from django.forms import model_to_dict
 
 from runs.forms import AgentProfileForm
 from runs.models import AgentProfile
-from runs.services import toolbox
+from runs.services.store import toolbox
 
 FIELDS = AgentProfileForm._meta.fields
 

@@ -2,7 +2,7 @@
 
 A `HostPolicyVersion` row is immutable; everything here reads one version and turns it into values the
 execution machinery hands to the agent (`approval_capability`); its redaction patterns are applied by
-`runs.services.redaction`. Editing a policy never changes a version in place: `publish_policy_version`
+`runs.services.timeline.redaction`. Editing a policy never changes a version in place: `publish_policy_version`
 writes the next one, so a Run keeps the rules it started with.
 """
 

@@ -25,9 +25,9 @@ from runs.harness import HarnessStreamEvent
 from runs.models import Run, TimelineEvent, TimelineOrigin
 from runs.protocol import TimelineFrame, encode_event, timeline_frame
 
-from . import journal
-from .inserts import EncodedJson, insert_rows
-from .leases import Lease
+from ..store import journal
+from ..store.inserts import EncodedJson, insert_rows
+from ..store.leases import Lease
 from .publishing import publish_frames
 from .redaction import TimelineRedactor, dump_event
 

@@ -19,7 +19,7 @@ from pydantic_ai import Tool, ToolCallPart
 from runs.harness import ApprovalPolicy, ApprovalRule, decode_item
 from runs.models import DeferredKind, DeferredRequest, Execution, JournalEntry
 
-from .redaction import redactor_for
+from ..timeline.redaction import redactor_for
 
 __all__ = ("CallOutcome", "DryRun", "dry_run")
 

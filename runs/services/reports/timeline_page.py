@@ -13,10 +13,10 @@ from observers.agui import FRAGMENT_EVENT_NAME, HARNESS_PREFIX
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution
 from runs.protocol import CURSOR_ERRORS
 
+from ..timeline.decision_items import DECISION_EVENT_NAME
+from ..timeline.read_side import Lane
 from . import provenance
-from .decision_items import DECISION_EVENT_NAME
 from .event_labels import EVENT_LABELS
-from .read_side import Lane
 
 # After a cursor error (runs.protocol.CURSOR_ERRORS) the page starts over from nothing, at most this many times.
 MAX_RESETS = 3

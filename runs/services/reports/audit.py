@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from runs.models import Decision, DeferredKind, DroppedCancelRequest, Execution, HostPolicyVersion, Run, Thread
 
-from .redaction import redactor_for
+from ..timeline.redaction import redactor_for
 
 __all__ = ("CSV_COLUMNS", "AuditFilters", "AuditRow", "audit_rows", "csv_text")
 

@@ -27,8 +27,8 @@ from django.db import transaction
 
 from runs.harness import HarnessStreamEvent
 
-from .leases import Lease
-from .projection import RunProjection
+from ..store.leases import Lease
+from ..timeline.projection import RunProjection
 
 __all__ = ("MAX_DELAY", "MAX_ITEMS", "MAX_QUEUED", "BatchWriter")
 

@@ -9,7 +9,7 @@ from django.db import transaction
 from runs.harness import new_thread_id
 from runs.models import Checkpoint, CheckpointKind, Thread
 
-from . import checkpoints
+from ..store import checkpoints
 from .executions import masked_title
 
 __all__ = ("fork_thread",)

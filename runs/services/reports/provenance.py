@@ -12,7 +12,7 @@ from pydantic_ai.messages import ModelResponse
 
 from runs.models import Checkpoint, Execution, Run, Thread
 
-from . import checkpoints
+from ..store import checkpoints
 
 __all__ = ("CheckpointContents", "ForkOrigin", "checkpoint_contents", "fork_origin", "inherited_tool_names")
 

@@ -19,7 +19,7 @@ from pydantic_ai import Tool
 
 from runs.harness import ApprovalRule, ArgumentCondition
 
-from .policy import TOOL_OWN_REASON
+from ..store.policy import TOOL_OWN_REASON
 
 __all__ = ("Requirement", "ToolApprovals", "effective_approvals", "rule_problems")
 

@@ -25,12 +25,12 @@ from runs.models import (
     Thread,
 )
 
-from . import checkpoints
-from .agents import profile_snapshot
-from .policy import publish_policy_version
-from .publishing import publish_execution_status
-from .queueing import enqueue_run
-from .redaction import redactor_for
+from ..store import checkpoints
+from ..store.agents import profile_snapshot
+from ..store.policy import publish_policy_version
+from ..store.queueing import enqueue_run
+from ..timeline.publishing import publish_execution_status
+from ..timeline.redaction import redactor_for
 
 __all__ = (
     "ExecutionBusy",

@@ -16,9 +16,9 @@ from redis.exceptions import RedisError
 
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, Run, RunStatus, TimelineEvent
 
-from .children import answer_parent
-from .projection import store_events
-from .publishing import publish_execution_status
+from ..lifecycle.children import answer_parent
+from ..timeline.projection import store_events
+from ..timeline.publishing import publish_execution_status
 
 __all__ = ("SWEEP_FAILED", "give_up", "is_transient")
 

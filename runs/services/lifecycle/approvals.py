@@ -43,11 +43,12 @@ from runs.models import (
     Run,
     Verdict,
 )
-from runs.services import decision_items, toolbox
-from runs.services.executions import resume_execution
-from runs.services.journal import decoded
-from runs.services.publishing import publish_approvals_changed
-from runs.services.redaction import redactor_for, restore_redacted
+from runs.services.lifecycle.executions import resume_execution
+from runs.services.store import toolbox
+from runs.services.store.journal import decoded
+from runs.services.timeline import decision_items
+from runs.services.timeline.publishing import publish_approvals_changed
+from runs.services.timeline.redaction import redactor_for, restore_redacted
 
 log = logging.getLogger(__name__)
 

@@ -50,16 +50,16 @@ from runs.models import (
     ToolDispatch,
 )
 
-from . import checkpoints, leases
-from .agents import build_executable
+from ..lifecycle.cancellation import drop_unseen_request
+from ..lifecycle.children import answer_parent, start_children
+from ..store import checkpoints, leases
+from ..store.agents import build_executable
+from ..store.leases import Lease, LeaseLost
+from ..store.policy import approval_reason, expiry_for
+from ..timeline.lane_closing import close_projection
+from ..timeline.projection import RunProjection
+from ..timeline.publishing import publish_approvals_changed, publish_execution_status, worker_sender
 from .batching import BatchWriter
-from .cancellation import drop_unseen_request
-from .children import answer_parent, start_children
-from .leases import Lease, LeaseLost
-from .policy import approval_reason, expiry_for
-from .projection import RunProjection
-from .publishing import publish_approvals_changed, publish_execution_status, worker_sender
-from .recovery import close_projection
 
 __all__ = ("BoundaryHook", "execute_run")
 

@@ -26,9 +26,9 @@ from runs.models import (
     ExecutionStatus,
 )
 
+from ..timeline.publishing import publish_execution_status
 from .approvals import can_decide, pending_requests, record_cancellation
 from .children import answer_parent
-from .publishing import publish_execution_status
 
 __all__ = ("cancel_execution", "drop_unseen_request")
 

@@ -13,15 +13,12 @@ whose RQ job was lost with its worker are enqueued again (taking the lease is id
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 import django_rq
-from ag_ui.core import RunErrorEvent
-from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef
@@ -29,18 +26,7 @@ from django.utils import timezone
 from rq import Queue
 from rq.job import Job, JobStatus
 
-from observers.agui import HarnessAguiStreamObserver
-from runs.harness import (
-    DeferredToolResume,
-    HarnessEvent,
-    HarnessExtensionEvent,
-    HarnessRunResult,
-    HarnessRunResultEvent,
-    HarnessStreamEvent,
-    InlineDelegationPayload,
-    SafeFailure,
-    decode_resume,
-)
+from runs.harness import DeferredToolResume, decode_resume
 from runs.models import (
     Checkpoint,
     CheckpointKind,
@@ -53,22 +39,20 @@ from runs.models import (
     TimelineEvent,
 )
 
-from . import checkpoints, journal, queueing
-from .approvals import expire_request_set, overdue_sets
-from .children import answer_parent
-from .executions import new_run
-from .projection import RunProjection, store_events
-from .publishing import publish_execution_status
+from ..lifecycle.approvals import expire_request_set, overdue_sets
+from ..lifecycle.children import answer_parent
+from ..lifecycle.executions import new_run
+from ..store import checkpoints, queueing
+from ..timeline.lane_closing import TERMINAL_EVENTS, WORKER_LOST, close_projection, lane_closed
+from ..timeline.publishing import publish_execution_status
 from .sweep_failures import give_up, is_transient
 
-__all__ = ("SweepReport", "close_projection", "sweep")
+__all__ = ("SweepReport", "sweep")
 
 log = logging.getLogger(__name__)
 
-WORKER_LOST = "worker_lost"
 RECOVERY_EXHAUSTED = "recovery_exhausted"
 MAX_BACKOFF_SECONDS = 60.0
-_TERMINAL_EVENTS = ("RUN_FINISHED", "RUN_ERROR")
 
 
 @dataclass
@@ -111,7 +95,7 @@ def sweep(*, now: datetime | None = None) -> SweepReport:
     for run in Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now):
         with _guard(report, execution_pk=run.execution_id, run_pk=run.pk, step="take the expired lease away"):
             report.abandoned += abandon(run, now=now)
-    lanes = TimelineEvent.objects.filter(run=OuterRef("pk"), subagent_run_id="", event_type__in=_TERMINAL_EVENTS)
+    lanes = TimelineEvent.objects.filter(run=OuterRef("pk"), subagent_run_id="", event_type__in=TERMINAL_EVENTS)
     for run in Run.objects.filter(status=RunStatus.ABANDONED).exclude(run_id=None).exclude(Exists(lanes)):
         with _guard(report, execution_pk=run.execution_id, run_pk=run.pk, step="close the dead run's lane"):
             report.closed += close_projection(run)
@@ -147,88 +131,6 @@ def abandon(run: Run, *, now: datetime) -> bool:
         )
         publish_execution_status(run.execution_id)
     log.info("run %s (%s) abandoned: lease expired", run.pk, run.run_id)
-    return True
-
-
-def _closed(run: Run) -> bool:
-    return TimelineEvent.objects.filter(run=run, subagent_run_id="", event_type__in=_TERMINAL_EVENTS).exists()
-
-
-class _Prefix:
-    """The dead run's journal prefix, noting each source's identity and the inline children still open."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-        self.threads: dict[str, str] = {}
-        self.last_sequence: dict[str, int] = {}
-        self.open_children: dict[str, InlineDelegationPayload] = {}
-
-    async def items(self) -> AsyncIterator[HarnessStreamEvent[Any]]:
-        async for item in journal.read_prefix(self.run):
-            self.threads[item.run_id] = item.thread_id
-            self.last_sequence[item.run_id] = item.sequence
-            event = getattr(item, "event", None)
-            if isinstance(event, HarnessExtensionEvent) and event.payload_type == "inline_delegation":
-                delegation = InlineDelegationPayload.model_validate(event.payload)
-                if delegation.child_run_id and delegation.action == "started":
-                    self.open_children[delegation.child_run_id] = delegation
-                elif delegation.child_run_id:
-                    self.open_children.pop(delegation.child_run_id, None)
-            yield item
-
-    def _next(self, run_id: str) -> int:
-        self.last_sequence[run_id] = self.last_sequence.get(run_id, -1) + 1
-        return self.last_sequence[run_id]
-
-    def closing_items(self, failure: SafeFailure) -> list[HarnessStreamEvent[Any]]:
-        """The items a failed run would have ended with: open children failed, innermost first, then the result."""
-        now = timezone.now()
-        items: list[HarnessStreamEvent[Any]] = []
-        for delegation in reversed(list(self.open_children.values())):
-            failed = delegation.model_copy(update={"action": "failed", "status": failure.code})
-            parent = delegation.parent_run_id
-            thread_id = self.threads.get(parent, self.threads[self.run.run_id])
-            items.append(HarnessEvent(thread_id, parent, self._next(parent), now, failed.to_event()))
-        root, thread_id = self.run.run_id, self.threads[self.run.run_id]
-        result = HarnessRunResult(thread_id=thread_id, run_id=root, status="failed", failure=failure)
-        items.append(HarnessRunResultEvent(thread_id, root, self._next(root), now, result))
-        return items
-
-
-def close_projection(run: Run, failure: SafeFailure | None = None) -> bool:
-    """End a dead run's lane with what its observer gives for a failed run; False if it already ended.
-
-    `failure` defaults to the worker having been lost.
-    """
-    if _closed(run) or not JournalEntry.objects.filter(run=run, source_run_id=run.run_id).exists():
-        return False
-    if JournalEntry.objects.filter(run=run, source_run_id=run.run_id, kind__startswith="result.").exists():
-        # The run's own terminal item is journaled; its projection already ended the lane.
-        return False
-    failure = failure or SafeFailure(
-        code=WORKER_LOST,
-        message="The worker running this run stopped; a recovery run continues the execution.",
-        retry_hint="new_run",
-    )
-    observer = HarnessAguiStreamObserver(retain_events=False)
-    prefix = _Prefix(run)
-    try:
-        async_to_sync(observer.resume)(prefix.items())
-        closing = prefix.closing_items(failure)
-    except ValueError:
-        # An undecodable or inconsistent prefix still gets an end, so its execution can go on to recovery.
-        log.exception("run %s: journal prefix cannot be replayed; closing its lane with a plain RUN_ERROR", run.pk)
-        observer, closing = None, []
-    with transaction.atomic():
-        # Another sweeper holding the row is closing this lane right now: leave it to that one.
-        locked = Run.objects.select_for_update(skip_locked=True).filter(pk=run.pk).first()
-        if locked is None or _closed(locked):
-            return False
-        if observer is None:
-            plain = RunErrorEvent(message=failure.message, code=failure.code)
-            store_events(run, [(None, timezone.now(), plain)])
-        else:
-            RunProjection(run, observer).store([(None, item) for item in closing])
     return True
 
 
@@ -282,7 +184,7 @@ def continue_execution(execution: Execution, *, now: datetime) -> str | None:
             return "failed"
         if dead.finished_at is not None and now < dead.finished_at + backoff(dead.attempt):
             return None
-        if not _closed(dead) and JournalEntry.objects.filter(run=dead, source_run_id=dead.run_id).exists():
+        if not lane_closed(dead) and JournalEntry.objects.filter(run=dead, source_run_id=dead.run_id).exists():
             # Its lane is closed first, so the dead run's last positions never interleave with the successor's.
             return None
         start, accepted = _recovery_point(execution, dead)

@@ -31,7 +31,7 @@ from ag_ui.core import BaseEvent, CustomEvent
 from observers.agui import FRAGMENT_EVENT_NAME, CustomEventAssembler, fragment_custom_event
 from runs.models import HostPolicyVersion
 
-from .policy import parse_redact_patterns
+from ..store.policy import parse_redact_patterns
 
 __all__ = (
     "MAX_KEY_CHARS",
