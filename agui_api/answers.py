@@ -11,8 +11,8 @@ from ag_ui.core import Interrupt, ResumeEntry
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runs.models import DeferredKind, DeferredRequest, Verdict
-from runs.services.approvals import Answer, tool_parameters_schema
-from runs.services.redaction import redactor_for
+from runs.services.lifecycle import Answer, tool_parameters_schema
+from runs.services.timeline import redactor_for
 
 from .errors import Refused
 

@@ -1,39 +1,78 @@
-"""Who calls the endpoint: a bearer API token, or else the session of a logged-in user (same-origin pages)."""
+"""Who calls the endpoint: a bearer API token, or else the session of a logged-in user (same-origin pages).
+
+A token may do what its scope says (`TokenScope`); a session may do whatever its user may. Either way the
+service behind a route checks the user's own permissions too. A stream that outlives the request asks
+`still_valid` from time to time, so a revoked or expired token, or an ended session, stops it.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 
-from .models import ApiToken, token_digest
+from runs.services.store import session_user_pk
+
+from .errors import Refused
+from .models import ApiToken, TokenScope, token_digest
 
 __all__ = ("Caller", "authenticate", "csrf_refusal")
 
 BEARER = "bearer "
+TOKEN_HELP = "Ask for a new one (the admin's API tokens, or manage.py harness_token)."
 
 
+@dataclass(frozen=True)
 class Caller:
-    """An authenticated user and whether a token (not the session cookie) proved it."""
+    """An authenticated user, and the token (else the session) that proved it."""
 
-    def __init__(self, user: AbstractBaseUser, *, by_token: bool) -> None:
-        self.user = user
-        self.by_token = by_token
+    user: AbstractBaseUser
+    token: ApiToken | None = None
+    session_key: str | None = None
+
+    @property
+    def by_token(self) -> bool:
+        return self.token is not None
+
+    def require(self, scope: TokenScope) -> None:
+        """Raise `Refused` (403) unless the caller may act with `scope`."""
+        if self.token is not None and not self.token.allows(scope):
+            raise Refused(
+                403,
+                "insufficient_scope",
+                f"This API token has scope {self.token.scope!r}: it may watch event streams, not start runs or "
+                f"answer interrupts, which need scope {TokenScope.READ_DECIDE.value!r}. {TOKEN_HELP}",
+            )
+
+    def still_valid(self) -> bool:
+        """Whether the token still authenticates (not revoked, not expired, its user active), or the session still
+        authenticates the same user; reads the database."""
+        if self.token is not None:
+            return ApiToken.objects.usable().filter(pk=self.token.pk).exists()
+        return self.session_key is not None and session_user_pk(self.session_key) == self.user.pk
 
 
-async def authenticate(request: HttpRequest) -> Caller | None:
-    """The caller, or None: a wrong or revoked token is not silently replaced by the session."""
+async def authenticate(request: HttpRequest) -> Caller:
+    """The caller; raises `Refused` (401) without one. A wrong, revoked or expired token is not silently replaced
+    by the session."""
     header = request.headers.get("Authorization", "")
     if header[: len(BEARER)].lower() == BEARER:
         secret = header[len(BEARER) :].strip()
         token = await ApiToken.objects.active().select_related("user").filter(digest=token_digest(secret)).afirst()
         if token is None:
-            return None
+            raise Refused(401, "unauthenticated", f"The API token is unknown or revoked. {TOKEN_HELP}")
+        if token.expired:
+            expired = f"The API token expired at {token.expires_at.isoformat()}. {TOKEN_HELP}"
+            raise Refused(401, "token_expired", expired)
         await ApiToken.objects.filter(pk=token.pk).aupdate(last_used_at=timezone.now())
-        return Caller(token.user, by_token=True)
+        return Caller(token.user, token=token)
     user = await request.auser()
-    return Caller(user, by_token=False) if user.is_authenticated else None
+    if not user.is_authenticated:
+        raise Refused(401, "unauthenticated", "Log in, or send 'Authorization: Bearer <API token>'.")
+    return Caller(user, session_key=request.session.session_key)
 
 
 def csrf_refusal(request: HttpRequest) -> HttpResponse | None:

@@ -15,16 +15,18 @@ from dataclasses import dataclass
 
 from ag_ui.core import RunAgentInput, TextInputContent, UserMessage
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.validators import MaxLengthValidator
 from django.db import transaction
 from django.template.defaultfilters import pluralize
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from runs.harness import THREAD_ID_PATTERN
 from runs.models import AgentProfile, ExecutionStatus, Thread
-from runs.services import checkpoints, executions
-from runs.services.approvals import SubmissionRejected, pending_requests, submit_decisions
-from runs.services.read_side import last_position
+from runs.services.lifecycle import SubmissionRejected, executions, pending_requests, submit_decisions
+from runs.services.store import checkpoints
+from runs.services.timeline import last_position, redactor_for
+from runs.validators import MAX_INPUT_CHARS, multi_line_text
 
 from .answers import answers_for
 from .errors import Refused
@@ -72,6 +74,7 @@ def begin(profile_name: str, run_input: RunAgentInput, user: AbstractBaseUser) -
     prompt = user_texts[-1]
     if not prompt.strip():
         raise Refused(400, "empty_user_message", "The user message to run is empty.")
+    _check_prompt(prompt)
     with transaction.atomic():
         if thread is None:
             thread = executions.create_thread(profile, title=prompt[:60], thread_id=run_input.thread_id)
@@ -95,6 +98,16 @@ def _text_of(message: UserMessage) -> str:
     return "".join(part.text for part in message.content)  # type: ignore[union-attr]
 
 
+def _check_prompt(prompt: str) -> None:
+    """The prompt becomes an execution's input: it meets the limits of the forms that start one."""
+    try:
+        MaxLengthValidator(MAX_INPUT_CHARS)(prompt)
+        multi_line_text(prompt)
+    except ValidationError as exc:
+        code = "user_message_too_long" if exc.code == "max_length" else "user_message_control_character"
+        raise Refused(400, code, f"The user message to run: {' '.join(exc.messages)}") from exc
+
+
 def _check_history(thread: Thread, client_texts: Sequence[str]) -> None:
     """The client's earlier user messages must be the thread's own user prompts, in order."""
     state = checkpoints.load(thread.selected_checkpoint)
@@ -105,15 +118,26 @@ def _check_history(thread: Thread, client_texts: Sequence[str]) -> None:
         for part in message.parts
         if isinstance(part, UserPromptPart) and isinstance(part.content, str)
     ]
-    if list(client_texts) != prompts:
+    # Compared as shown, both sides masked alike: a comparison of real values would answer "match or 409" to a
+    # caller guessing a masked secret. The thread's own history is what runs, so a masked difference is harmless.
+    shown = redactor_for(executions.current_policy_version()).text
+    held, sent = [shown(text) for text in prompts], [shown(text) for text in client_texts]
+    if held != sent:
+        # How the histories differ, never what the thread holds: its prompts are real values, unmasked, and the
+        # caller may be any token holder who knows the threadId.
+        first = next(
+            (index for index, pair in enumerate(zip(held, sent, strict=False)) if pair[0] != pair[1]),
+            min(len(held), len(sent)),
+        )
         raise Refused(
             409,
             "history_mismatch",
             f"The messages do not match thread {thread.thread_id}: it holds {len(prompts)} user "
             f"message{pluralize(len(prompts))} before this one, the request sent {len(client_texts)} that "
-            f"differ{pluralize(len(client_texts), 's,')}. The thread's own history is used, never the client's; "
-            "reload the thread (or use a new threadId) and send only the new user message after it.",
-            [{"thread": prompts, "sent": list(client_texts)}],
+            f"differ{pluralize(len(client_texts), 's,')}. They first differ at user message {first} (counting from "
+            "0). The thread's own history is used, never the client's; reload the thread (or use a new threadId) "
+            "and send only the new user message after it.",
+            [{"threadCount": len(prompts), "sentCount": len(client_texts), "firstDifference": first}],
         )
 
 

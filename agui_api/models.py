@@ -1,17 +1,20 @@
 """Per-user API tokens for AG-UI clients that cannot use the session cookie.
 
-Only a sha256 of the secret is stored; the secret itself is shown once, when the token is created in the
-admin. A revoked token stays as a record of who had access, and can no longer authenticate.
+Only a sha256 of the secret is stored; the secret itself is shown once, when the token is issued (`issuing.py`).
+A token has a scope (what it may do at the endpoint) and an expiry; a revoked or expired token stays as a record
+of who had access, and can no longer authenticate.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import datetime, timedelta
 from typing import Final
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 TOKEN_PREFIX: Final = "hh_"
@@ -21,9 +24,25 @@ def token_digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+def default_expiry() -> datetime:
+    return timezone.now() + timedelta(days=settings.HARNESS_API_TOKEN_DAYS)
+
+
+class TokenScope(models.TextChoices):
+    """What a token may do; a session may do everything its user's permissions allow."""
+
+    READ = "read", "read: watch event streams"
+    READ_DECIDE = "read+decide", "read+decide: also start runs and answer or resume interrupts"
+
+
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
     def active(self) -> ApiTokenQuerySet:
+        """Not revoked, of an active user; expired ones included (a caller is told that it expired)."""
         return self.filter(revoked_at=None, user__is_active=True)
+
+    def usable(self) -> ApiTokenQuerySet:
+        """The tokens that authenticate now."""
+        return self.active().filter(expires_at__gt=timezone.now())
 
 
 class ApiToken(models.Model):
@@ -31,9 +50,19 @@ class ApiToken(models.Model):
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100, help_text="What the token is for, e.g. the client that uses it.")
+    scope = models.CharField(
+        max_length=20,
+        choices=TokenScope.choices,
+        default=TokenScope.READ,
+        help_text="read: GET /agui/executions/<pk>/events. read+decide: also POST /agui/<profile>/, which starts "
+        "runs and answers interrupts (answering still needs the user's permission to decide).",
+    )
     digest = models.CharField(max_length=64, unique=True, editable=False)
     hint = models.CharField(max_length=12, editable=False, help_text="The first characters of the secret.")
     created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(
+        default=default_expiry, help_text="After this the token no longer authenticates; issue a new one to rotate."
+    )
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
 
@@ -42,9 +71,19 @@ class ApiToken(models.Model):
     class Meta:
         verbose_name = "API token"
         ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(scope__in=TokenScope.values), name="api_token_scope_known"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.hint}…, {self.user})"
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at <= timezone.now()
+
+    def allows(self, scope: TokenScope) -> bool:
+        return scope == TokenScope.READ or self.scope == TokenScope.READ_DECIDE
 
     def issue(self) -> str:
         """Give this unsaved token a new secret; returns the secret, which is not stored anywhere."""

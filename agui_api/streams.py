@@ -10,11 +10,18 @@ resumes), encoded by `ag_ui.encoder`. Two things differ from the timeline: an in
 request's message, answer schema and expiry (the Host knows them, the projection does not), and the Host's own
 items (origin `host`: the `a13n.host.decision` item after an interrupt) are left out, because they are not
 events of any run's AG-UI stream (a decision follows the suspended run's RUN_FINISHED).
+
+A stream lasts only as long as the credentials that opened it. Every `CREDENTIAL_CHECK_SECONDS` it checks again that
+its token (not revoked, not expired) or session still authenticates its user (a read or two by key); a session's
+stream also joins the session's group, to which logging out sends `session.ended` (observers' `user_logged_out`
+receiver, the one that closes the session's websockets), and ends at once. An ended stream's last record is an
+SSE comment saying why; reconnecting gets the endpoint's 401.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Final
@@ -27,15 +34,18 @@ from django.db import connections
 from pydantic import TypeAdapter
 
 from runs.models import ACTIVE_EXECUTION_STATUSES, DeferredRequest, Execution, ExecutionStatus, TimelineOrigin
-from runs.services.publishing import execution_group
-from runs.services.read_side import REPLAY_PAGE_SIZE, frames_after
+from runs.services.timeline import REPLAY_PAGE_SIZE, execution_group, frames_after, session_group
 
 from .answers import interrupt_of
+from .auth import Caller
 
 __all__ = ("sse_events",)
 
 WAKE_SECONDS: Final = 1.0
 KEEPALIVE_SECONDS: Final = 15.0
+CREDENTIAL_CHECK_SECONDS: Final = 5.0
+# The `type` of `runs.protocol.SessionEnded`, the message logging out sends to the session's group.
+SESSION_ENDED: Final = "session.ended"
 _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 _ENCODER = EventEncoder()
 
@@ -102,15 +112,26 @@ def _encoded(stored: _Stored, requests: dict[tuple[int, str], DeferredRequest]) 
     return f"id: {stored.position}\n{_ENCODER.encode(event)}"
 
 
-async def sse_events(execution_pk: int, after: int) -> AsyncIterator[str]:
-    """The SSE text of the execution's events after `after`, until it settles (waiting counts as settled)."""
+async def sse_events(execution_pk: int, after: int, caller: Caller) -> AsyncIterator[str]:
+    """The SSE text of the execution's events after `after`, until it settles (waiting counts as settled) or the
+    caller's token or session no longer authenticates."""
     layer = get_channel_layer()
     channel = await layer.new_channel() if layer is not None else None
+    groups = [execution_group(execution_pk)]
+    if caller.session_key is not None:
+        groups.append(session_group(caller.session_key))
     if channel is not None:
-        await layer.group_add(execution_group(execution_pk), channel)
+        for group in groups:
+            await layer.group_add(group, channel)
     try:
         idle = 0.0
+        checked = time.monotonic()
         while True:
+            if time.monotonic() - checked >= CREDENTIAL_CHECK_SECONDS:
+                if not await sync_to_async(_still_valid)(caller):
+                    yield _ended(caller)
+                    return
+                checked = time.monotonic()
             page = await sync_to_async(_read)(execution_pk, after)
             for stored in page.events:
                 yield _encoded(stored, page.requests)
@@ -121,7 +142,11 @@ async def sse_events(execution_pk: int, after: int) -> AsyncIterator[str]:
                 continue
             if page.settled:
                 return
-            if await _woken(layer, channel):
+            message = await _woken(layer, channel)
+            if message is not None and message.get("type") == SESSION_ENDED:
+                yield _ended(caller)
+                return
+            if message is not None:
                 idle = 0.0
                 continue
             idle += WAKE_SECONDS
@@ -130,16 +155,28 @@ async def sse_events(execution_pk: int, after: int) -> AsyncIterator[str]:
                 yield ": keepalive\n\n"
     finally:
         if channel is not None:
-            await layer.group_discard(execution_group(execution_pk), channel)
+            for group in groups:
+                await layer.group_discard(group, channel)
 
 
-async def _woken(layer: Any, channel: str | None) -> bool:
-    """Wait for a message to the execution's group; False after `WAKE_SECONDS` without one."""
+def _still_valid(caller: Caller) -> bool:
+    try:
+        return caller.still_valid()
+    finally:
+        connections.close_all()
+
+
+def _ended(caller: Caller) -> str:
+    why = "the API token was revoked or has expired" if caller.by_token else "the login session ended"
+    return f": ended: {why}\n\n"
+
+
+async def _woken(layer: Any, channel: str | None) -> dict[str, Any] | None:
+    """The next message to the stream's groups; None after `WAKE_SECONDS` without one."""
     if channel is None:
         await asyncio.sleep(WAKE_SECONDS)
-        return False
+        return None
     try:
-        await asyncio.wait_for(layer.receive(channel), WAKE_SECONDS)
+        return await asyncio.wait_for(layer.receive(channel), WAKE_SECONDS)
     except TimeoutError:
-        return False
-    return True
+        return None

@@ -1,5 +1,6 @@
-"""The AG-UI endpoint: `POST /agui/<profile>/` starts or resumes a run, `GET /agui/executions/<pk>/events`
-watches any execution. Both answer server-sent events (`streams.py`); refusals are JSON (`errors.py`)."""
+"""The AG-UI endpoint: `POST /agui/<profile>/` starts or resumes a run (a token needs scope `read+decide`),
+`GET /agui/executions/<pk>/events` watches any execution (scope `read`). Both answer server-sent events
+(`streams.py`); refusals are JSON (`errors.py`)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from pydantic import ValidationError
 
-from runs.services.read_side import execution_exists, last_position
+from runs.services.timeline import execution_exists, last_position
 from runs.validators import unstorable_json
 
 from . import intake
 from .auth import authenticate, csrf_refusal
 from .errors import Refused
+from .models import TokenScope
 from .streams import sse_events
 
 __all__ = ("execution_events", "run_agent")
@@ -31,11 +33,10 @@ def _refusal(refused: Refused) -> JsonResponse:
     response = JsonResponse(refused.body(), status=refused.status)
     if refused.status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="agui"'
+    elif refused.code == "insufficient_scope":
+        needed = TokenScope.READ_DECIDE.value
+        response["WWW-Authenticate"] = f'Bearer realm="agui", error="insufficient_scope", scope="{needed}"'
     return response
-
-
-def _unauthenticated() -> JsonResponse:
-    return _refusal(Refused(401, "unauthenticated", "Log in, or send 'Authorization: Bearer <API token>'."))
 
 
 def _sse(events: Any) -> StreamingHttpResponse:
@@ -80,17 +81,17 @@ def _begin(profile: str, run_input: RunAgentInput, user: Any) -> intake.StreamSt
 @require_POST
 async def run_agent(request: HttpRequest, profile: str) -> HttpResponse:
     """Start an execution on the RunAgentInput's thread (or resume it) and stream its AG-UI events."""
-    caller = await authenticate(request)
-    if caller is None:
-        return _unauthenticated()
-    if not caller.by_token and (refusal := csrf_refusal(request)) is not None:
-        return refusal
     try:
+        caller = await authenticate(request)
+        if not caller.by_token and (refusal := csrf_refusal(request)) is not None:
+            return refusal
+        # Starting work and answering interrupts both act: a read-only token stops here, before the body is read.
+        caller.require(TokenScope.READ_DECIDE)
         run_input = _run_input(request)
         start = await sync_to_async(_begin)(profile, run_input, caller.user)
     except Refused as refused:
         return _refusal(refused)
-    return _sse(sse_events(start.execution_pk, start.after))
+    return _sse(sse_events(start.execution_pk, start.after, caller))
 
 
 def _cursor(execution_pk: int, header: str | None) -> int:
@@ -118,12 +119,12 @@ def _exists(execution_pk: int) -> bool:
 @require_GET
 async def execution_events(request: HttpRequest, pk: int) -> HttpResponse:
     """Replay an execution's AG-UI events after `Last-Event-ID` (or from the start), then follow until it settles."""
-    if await authenticate(request) is None:
-        return _unauthenticated()
     try:
+        caller = await authenticate(request)
+        caller.require(TokenScope.READ)
         if not await sync_to_async(_exists)(pk):
             raise Refused(404, "not_found", f"There is no execution {pk}.")
         after = await sync_to_async(_cursor)(pk, request.headers.get("Last-Event-ID"))
     except Refused as refused:
         return _refusal(refused)
-    return _sse(sse_events(pk, after))
+    return _sse(sse_events(pk, after, caller))

@@ -29,14 +29,16 @@ def configure(database_url: str, redis_url: str) -> None:
 def leased_run(thread_id: str, run_id: str) -> tuple[Any, Any]:
     """A new thread, execution and queued run for `run_id`, with the run's lease taken: `(run, lease)`."""
     from runs.models import AgentProfile, Execution, HostPolicy, HostPolicyVersion, Run, Thread
-    from runs.services import leases
+    from runs.services.store import leases
 
     profile, _ = AgentProfile.objects.get_or_create(name="bench", defaults={"model": "demo"})
     policy, _ = HostPolicy.objects.get_or_create(name="default")
     # A long lease: a 100k-item write must not lose it half way through a measurement.
     version, _ = HostPolicyVersion.objects.get_or_create(policy=policy, number=1, defaults={"lease_seconds": 3600})
     thread = Thread.objects.create(thread_id=thread_id, profile=profile)
-    execution = Execution.objects.create(thread=thread, number=1, input="bench", policy_version=version)
+    execution = Execution.objects.create(
+        thread=thread, number=1, input="bench", shown_input="bench", policy_version=version
+    )
     run = Run.objects.create(execution=execution, number=1, run_id=run_id, policy_version=version)
     lease = leases.acquire(run.pk)
     assert lease is not None

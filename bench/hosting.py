@@ -84,7 +84,7 @@ class _Host:
         from django.conf import settings
 
         from runs import demo_profile
-        from runs.services import executions
+        from runs.services.lifecycle import executions
 
         global _host_deltas
         # The Host builds the "demo" model from HARNESS_DEMO_MODEL; here that model streams the benchmark's deltas
@@ -99,7 +99,8 @@ class _Host:
         self.last_run: Any = None
 
     def __call__(self) -> float:
-        from runs.services import executions, runner
+        from runs.services.lifecycle import executions
+        from runs.services.worker import runner
 
         thread = executions.create_thread(self.profile, title="hosting bench")
         run = executions.start_execution(thread, "go").runs.get()

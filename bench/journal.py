@@ -64,8 +64,8 @@ class _RunAtDepth:
 
         from observers.agui import HarnessAguiStreamObserver
         from runs.models import TimelineEvent
-        from runs.services import journal
-        from runs.services.projection import dump_event
+        from runs.services.store import journal
+        from runs.services.timeline import dump_event
 
         from .host import discard, leased_run, seed_journal
 
@@ -105,7 +105,7 @@ class _RunAtDepth:
         import json
 
         from runs.models import TimelineOrigin
-        from runs.services.projection import dump_event
+        from runs.services.timeline import dump_event
 
         observer = copy.copy(self.observer)
         rows = []
@@ -173,7 +173,7 @@ class _RunAtDepth:
             Execution.objects.filter(pk=run.execution_id).update(status=ExecutionStatus.RUNNING, finished_at=None)
 
     def host_write(self) -> float:
-        from runs.services.projection import RunProjection
+        from runs.services.timeline import RunProjection
 
         self.reset()
         # The observer's state is immutable and replaced on every item, so a shallow copy of the seeded
@@ -267,7 +267,7 @@ def _stored_bytes(synthetic: SyntheticRun) -> dict[str, Any]:
     from django.db.models.functions import Length
 
     from runs.models import Checkpoint, CheckpointKind
-    from runs.services import checkpoints
+    from runs.services.store import checkpoints
 
     from .host import discard, leased_run
 

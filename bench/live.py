@@ -52,7 +52,7 @@ def _positions_by_item(synthetic) -> list[int]:
 
 def _once(server, cookie: str, synthetic, positions: list[int]) -> tuple[list[float], float]:
     from observers.agui import HarnessAguiStreamObserver
-    from runs.services.projection import RunProjection
+    from runs.services.timeline import RunProjection
 
     from .host import discard, leased_run
 

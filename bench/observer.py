@@ -58,7 +58,7 @@ def _adapter_all(synthetic: SyntheticRun, native: list[Any]) -> float:
 
 
 def _resume(run: Any) -> float:
-    from runs.services import journal
+    from runs.services.store import journal
 
     async def rebuild() -> float:
         observer = HarnessAguiStreamObserver(retain_events=False)

@@ -99,7 +99,7 @@ def _pages(rows: list[tuple[Any, ...]], size: int) -> list[str]:
 
 
 async def _read_and_send_raw(execution_pk: int) -> float:
-    from runs.services.read_side import REPLAY_PAGE_SIZE
+    from runs.services.timeline import REPLAY_PAGE_SIZE
 
     async def send_pages(socket: Any) -> None:
         await socket.recv()

@@ -46,7 +46,7 @@ def operator_cookie() -> str:
 def timeline_events(synthetic: SyntheticRun) -> tuple[tuple[str, dict[str, Any], Any], ...]:
     """The run's AG-UI events as the projection stores them: (subagent run id, JSON, occurred_at)."""
     from observers.agui import HarnessAguiStreamObserver
-    from runs.services.projection import dump_event
+    from runs.services.timeline import dump_event
 
     observer = HarnessAguiStreamObserver(retain_events=False)
     events = []

@@ -43,7 +43,7 @@ SERVED = Target("median", ">=", 1.0, "every viewer served with exactly the store
 
 def _stored_digest(execution_pk: int) -> str:
     from runs.protocol import event_frame_text
-    from runs.services import read_side
+    from runs.services.timeline import read_side
 
     frames = [json.loads(event_frame_text(frame)) for frame in read_side.frames_after(execution_pk, 0, limit=10**7)]
     return hashlib.sha256(json.dumps(frames, sort_keys=True).encode()).hexdigest()
@@ -58,7 +58,7 @@ def _cpu_seconds(pid: int) -> float:
 
 def _once(servers: list, cookie: str, synthetic, positions: list[int], viewers: int, ramp: float) -> dict:
     from observers.agui import HarnessAguiStreamObserver
-    from runs.services.projection import RunProjection
+    from runs.services.timeline import RunProjection
 
     from .host import discard, leased_run
 

@@ -43,9 +43,9 @@ async def write_like_worker(
 
     from runs.harness import HarnessRunResultEvent
     from runs.models import CheckpointKind
-    from runs.services import checkpoints, runner
-    from runs.services.batching import BatchWriter
-    from runs.services.publishing import worker_sender
+    from runs.services.store import checkpoints
+    from runs.services.timeline import worker_sender
+    from runs.services.worker import BatchWriter, runner
 
     boundaries = {boundary.position: boundary for boundary in synthetic.boundaries}
     db = sync_to_async

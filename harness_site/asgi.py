@@ -13,21 +13,17 @@ os.environ.setdefault("DATABASE_CONN_MAX_AGE", "600")
 # Django must be set up before anything imports models (the consumers do).
 django_asgi_app = get_asgi_application()
 
-from django.conf import settings  # noqa: E402
-
 from runs.checks import refuse_bad_settings  # noqa: E402
 
-# daphne runs no management command, so no system check: refuse a bad setting here instead.
+# daphne runs no management command, so no system check: refuse a bad setting (or the demo password) here instead.
 refuse_bad_settings()
-if settings.PRODUCTION:
-    from runs.demo_operator import refuse_demo_password
-
-    refuse_demo_password()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from harness_site import eager_writes  # noqa: E402
+from harness_site.proxied_clients import ProxiedClients  # noqa: E402
 from observers.routing import websocket_urlpatterns  # noqa: E402
 from observers.socket_sessions import socket_auth_stack  # noqa: E402
 
@@ -38,8 +34,6 @@ application = ProtocolTypeRouter(
     }
 )
 if settings.HARNESS_BEHIND_TLS_PROXY:
-    from harness_site.proxied_clients import ProxiedClients
-
     application = ProxiedClients(application, trusted=settings.HARNESS_TRUSTED_PROXIES)
 
 # A live message goes to every viewer's socket in turn; each write is sent at once instead of a loop round later.

@@ -30,6 +30,10 @@ class Environment:
         self.names.append(name)
         return self.environ.get(name, default)
 
+    def items(self, name: str, default: str) -> list[str]:
+        """A comma-separated list, each item stripped of spaces and empty ones dropped (`a.com, b.com,` is two)."""
+        return [item.strip() for item in self.text(name, default).split(",") if item.strip()]
+
     def flag(self, name: str, default: bool = False) -> bool:
         return self._read(name, default, _flag, "1 or 0 (or true/false, yes/no, on/off)")
 

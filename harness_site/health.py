@@ -21,8 +21,8 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq import Worker
 
-from runs.services.queueing import queue_reachable
-from runs.services.sweeper_passes import last_passes
+from runs.services.recovery import last_passes
+from runs.services.store import queue_reachable
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 SQLite, a local Redis on port 6390 and the offline demo model need no configuration; ``DATABASE_URL``,
 ``REDIS_URL``, ``SECRET_KEY``, ``CHECKPOINT_KEY``, ``DEBUG`` and ``ALLOWED_HOSTS`` override them for real deployments.
-Every ``HARNESS_*`` environment variable is read here, once, into the setting of the same name (README
-"Configuration" lists them all). A bad value is reported by the ``harness`` system check (runs/checks.py), never
+Every ``HARNESS_*`` environment variable is read here, once, into the setting of the same name
+(docs/configuration.md lists them all). A bad value is reported by the ``harness`` system check (runs/checks.py), never
 guessed at.
 Importing this module writes nothing: ``python -m harness_site.var_dir`` (run by bin/setup, bin/run and bin/test)
 prepares the var directory and its secret key.
@@ -26,7 +26,7 @@ HARNESS_VAR_DIR = Path(env.text("HARNESS_VAR_DIR", str(BASE_DIR / "var")))
 HARNESS_ENV = env.choice("HARNESS_ENV", "local", ("local", "production"))
 PRODUCTION = HARNESS_ENV == "production"
 """The one switch for a deployment: HTTPS only (Secure cookies, HSTS, SSL redirect), a SECRET_KEY from the
-environment, no debug mode, no demo operator; see docs/architecture.md "Production"."""
+environment, no debug mode, no demo operator; see docs/deploy.md "Production mode"."""
 
 
 def _secret_key() -> str:
@@ -50,8 +50,8 @@ CHECKPOINT_KEY = env.text("CHECKPOINT_KEY", "") or SECRET_KEY
 DEBUG = env.flag("DEBUG")
 if PRODUCTION and DEBUG:
     env.problems.append("HARNESS_ENV=production refuses DEBUG: it shows settings and code to anyone.")
-ALLOWED_HOSTS = env.text("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
-CSRF_TRUSTED_ORIGINS = [o for o in env.text("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+ALLOWED_HOSTS = env.items("ALLOWED_HOSTS", "127.0.0.1,localhost")
+CSRF_TRUSTED_ORIGINS = env.items("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
     "daphne",
@@ -103,9 +103,7 @@ CONTENT_SECURITY_POLICY = {
 # `1` behind a proxy that terminates TLS and sets X-Forwarded-For and X-Forwarded-Proto: a connection from one of
 # the proxy's addresses is then taken to come from the client the proxy names (harness_site/proxied_clients.py).
 HARNESS_BEHIND_TLS_PROXY = env.flag("HARNESS_BEHIND_TLS_PROXY")
-HARNESS_TRUSTED_PROXIES = [
-    address.strip() for address in env.text("HARNESS_TRUSTED_PROXIES", "127.0.0.1,::1").split(",") if address.strip()
-]
+HARNESS_TRUSTED_PROXIES = env.items("HARNESS_TRUSTED_PROXIES", "127.0.0.1,::1")
 if PRODUCTION:
     SECURE_SSL_REDIRECT = True
     # The supervisor's and load balancer's health probe may speak plain HTTP on the private side.
@@ -230,14 +228,14 @@ HARNESS_SOCKET_SESSION_CHECK_SECONDS = env.number("HARNESS_SOCKET_SESSION_CHECK_
 # in flight) stalls a page for at most this long.
 HARNESS_SOCKET_REFRESH_SECONDS = env.number("HARNESS_SOCKET_REFRESH_SECONDS", 10.0)
 
-# Jobs travel as JSON, never pickles, and only the Host's own decode (runs/services/queued_jobs.py): the Host's code
-# and its worker use these whatever the settings say; here they are for django-rq's own commands.
+# Jobs travel as JSON, never pickles, and only the Host's own decode (runs/services/store/queued_jobs.py): the
+# Host's code and its worker use these whatever the settings say; here they are for django-rq's own commands.
 RQ_QUEUES = {
     "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600, "SERIALIZER": "rq.serializers.JSONSerializer"},
 }
 # The Host's worker preloads the job code before forking work-horses (see runs/worker.py); django-rq keeps its
 # default on_db_commit mode, so jobs are enqueued only once the rows they read are committed.
-RQ = {"WORKER_CLASS": "runs.worker.HostWorker", "JOB_CLASS": "runs.services.queued_jobs.HostJob"}
+RQ = {"WORKER_CLASS": "runs.worker.HostWorker", "JOB_CLASS": "runs.services.store.queued_jobs.HostJob"}
 
 # /health/ calls the sweeper stale when no sweeper finished a pass for this long (it sweeps every 2 s), and
 # the queue a backlog above this many waiting jobs.
@@ -246,20 +244,20 @@ HARNESS_HEALTH_QUEUE_LIMIT = env.integer("HARNESS_HEALTH_QUEUE_LIMIT", 1000)
 # How long after a run died the sweeper starts its recovery run; doubled with every further attempt, at most 60 s.
 HARNESS_RECOVERY_BACKOFF_SECONDS = env.number("HARNESS_RECOVERY_BACKOFF_SECONDS", 1.0)
 
-# Plug-ins, as dotted paths resolved with import_string (README "Your own tools"): the tool sets whose tools
+# Plug-ins, as dotted paths resolved with import_string (docs/models-and-tools.md): the tool sets whose tools
 # agent profiles may enable, comma-separated, each a pydantic-ai FunctionToolset or a function returning one;
 # and the model a profile whose model is "demo" runs, a function returning a pydantic-ai Model. The offline
 # demo agent is the default of both.
-HARNESS_TOOLSETS = [path.strip() for path in env.text("HARNESS_TOOLSETS", "runs.harness.demo.toolset").split(",")]
+HARNESS_TOOLSETS = env.items("HARNESS_TOOLSETS", "runs.harness.demo.toolset")
 HARNESS_DEMO_MODEL = env.text("HARNESS_DEMO_MODEL", "runs.harness.demo.demo_model")
 # Hosts an agent profile's base URL may reach over plain http besides this machine (comma-separated names or
 # addresses, e.g. a model server on the private network); any other base URL must be https.
-HARNESS_MODEL_HOSTS_ALLOWED = [
-    host.strip().lower() for host in env.text("HARNESS_MODEL_HOSTS_ALLOWED", "").split(",") if host.strip()
-]
+HARNESS_MODEL_HOSTS_ALLOWED = [host.lower() for host in env.items("HARNESS_MODEL_HOSTS_ALLOWED", "")]
 
 # The largest RunAgentInput the AG-UI endpoint reads; a larger body gets 413.
 AGUI_MAX_BODY_BYTES = env.integer("AGUI_MAX_BODY_BYTES", 1024 * 1024)
+# How long a new API token authenticates unless its issuer chooses otherwise (admin, `manage.py harness_token`).
+HARNESS_API_TOKEN_DAYS = env.integer("HARNESS_API_TOKEN_DAYS", 90)
 
 # Ports and process counts of `bin/run` (deploy/supervisord.conf reads them); declared here so the check
 # refuses a bad one before anything starts.

@@ -29,11 +29,9 @@ from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
-from django.contrib import auth
 from django.http import HttpRequest
 from pydantic import BaseModel, ValidationError
 
-from observers.socket_sessions import session_store
 from runs.protocol import (
     CLOSE_BAD_REQUEST,
     CLOSE_INTERNAL_ERROR,
@@ -45,21 +43,15 @@ from runs.protocol import (
     SessionEnded,
     pieces,
 )
-from runs.services.publishing import publish_session_ended, session_group
+from runs.services.store import session_user_pk
+from runs.services.timeline import publish_session_ended, session_group
 
 log = logging.getLogger(__name__)
 
 
-def session_user_pk(session_key: str) -> Any:
-    """The pk of the user this session still authenticates, or None; Django's own checks, hash included."""
-    request = HttpRequest()
-    request.session = session_store(session_key)
-    user = auth.get_user(request)
-    return user.pk if user.is_authenticated else None
-
-
 def end_session_sockets(sender: Any, request: HttpRequest | None = None, **kwargs: Any) -> None:
-    """`user_logged_out` receiver: close the sockets opened with the session being logged out."""
+    """`user_logged_out` receiver: close the sockets (and end the AG-UI event streams) opened with the session
+    being logged out."""
     session = getattr(request, "session", None)
     if session is not None and session.session_key:
         publish_session_ended(session.session_key)

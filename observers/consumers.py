@@ -39,9 +39,8 @@ from runs.protocol import (
     TimelineFrame,
     TimelineSubscribe,
 )
-from runs.services import read_side
-from runs.services.approvals import open_request_ids
-from runs.services.publishing import APPROVALS_GROUP, THREADS_GROUP
+from runs.services.lifecycle import open_request_ids
+from runs.services.timeline import APPROVALS_GROUP, THREADS_GROUP, read_side
 from runs.validators import MAX_DB_INTEGER
 
 log = logging.getLogger(__name__)

@@ -35,8 +35,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from runs.protocol import ExecutionStatusMessage, GroupMessage, TimelineAppend, TimelineFrame, event_frame_text
-from runs.services import read_side
-from runs.services.publishing import execution_group
+from runs.services.timeline import execution_group, read_side
 
 __all__ = ("ExecutionFeed", "Viewer", "feed_for", "merged", "text_of")
 

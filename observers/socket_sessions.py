@@ -15,16 +15,10 @@ from channels.auth import AuthMiddleware
 from channels.middleware import BaseMiddleware
 from channels.sessions import CookieMiddleware
 from django.conf import settings
-from django.contrib.sessions.backends.base import SessionBase
-from django.utils.module_loading import import_string
 
-__all__ = ("SocketSessionMiddleware", "session_store", "socket_auth_stack")
+from runs.services.store import session_store
 
-
-def session_store(session_key: str | None) -> SessionBase:
-    """The configured engine's session of `session_key`; it is read from storage on first use."""
-    store: type[SessionBase] = import_string(f"{settings.SESSION_ENGINE}.SessionStore")
-    return store(session_key)
+__all__ = ("SocketSessionMiddleware", "socket_auth_stack")
 
 
 class SocketSessionMiddleware(BaseMiddleware):

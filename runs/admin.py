@@ -1,4 +1,5 @@
-"""Django admin (staff only): agent profiles, host policies with their version history, and read-only records.
+"""Django admin (staff only): agent profiles, host policies with their version history, and read-only records;
+django-axes' failed-login records with a permission on their clean-up.
 
 A policy is edited through the fields of its current version; saving publishes a new immutable
 `HostPolicyVersion` (runs keep the version they started with), so the history shows who changed what.
@@ -9,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from axes import admin as axes_admin
+from axes.models import AccessAttempt
 from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
@@ -17,7 +20,7 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from runs.forms import StorableJSONField
+from runs.forms import AgentProfileForm, StorableJSONField
 from runs.harness import ApprovalRule, parse_approval_rules
 from runs.models import (
     POLICY_VERSION_LIMITS,
@@ -29,73 +32,16 @@ from runs.models import (
     HostPolicyVersion,
     ToolRecovery,
 )
-from runs.services import toolbox
-from runs.services.dry_run import dry_run
-from runs.services.policy import POLICY_VERSION_FIELDS, parse_redact_patterns, publish_policy_version
-from runs.services.providers import ModelChoice, base_url_problem, model_problems, profile_key_variable
-from runs.services.redaction import redactor_for
-from runs.services.rule_checks import effective_approvals, rule_problems
-
-
-class AgentProfileForm(forms.ModelForm):
-    base_url = forms.URLField(
-        required=False,
-        assume_scheme="http",
-        max_length=300,
-        help_text=f"{AgentProfile._meta.get_field('base_url').help_text} It must be https unless its host is this "
-        "machine or listed in HARNESS_MODEL_HOSTS_ALLOWED. Requests to it carry the key in the environment variable "
-        "HARNESS_PROFILE_<NAME>_API_KEY (the profile's name in capitals, '-' as '_'), or none: never the provider's "
-        "own key.",
-    )
-    enabled_tools = forms.MultipleChoiceField(
-        required=False,
-        widget=forms.CheckboxSelectMultiple,
-        help_text="Tools of the host tool registry this profile's agent may call.",
-    )
-
-    class Meta:
-        model = AgentProfile
-        fields = ["name", "model", "base_url", "instructions", "enabled_tools"]
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Read per form: the registry is code, but a profile saved earlier may name a tool since removed.
-        names = set(toolbox.tool_names()) | set(self.instance.enabled_tools or [])
-        self.fields["enabled_tools"].choices = [(name, name) for name in sorted(names)]
-
-    def clean_name(self) -> str:
-        name = self.cleaned_data["name"]
-        variable = profile_key_variable(name)
-        others = AgentProfile.objects.exclude(pk=self.instance.pk).values_list("name", flat=True)
-        # Else a new profile could be given the key of an existing one, and send it to its own base URL.
-        if clash := next((other for other in others if profile_key_variable(other) == variable), None):
-            raise forms.ValidationError(
-                f'The profile "{clash}" already reads its key from {variable}: choose a name that differs from it '
-                "in more than case, '-' and '_'."
-            )
-        return name
-
-    def clean_base_url(self) -> str:
-        base_url = self.cleaned_data["base_url"]
-        if problem := base_url_problem(base_url):
-            raise forms.ValidationError(problem)
-        return base_url
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        if "model" in cleaned and "base_url" not in self.errors:
-            # Checked against this process's environment; the worker's must provide the same packages and keys.
-            choice = ModelChoice(cleaned["model"], cleaned.get("base_url") or "", cleaned.get("name") or "")
-            for problem in model_problems(choice):
-                self.add_error("model", problem)
-        return cleaned
-
-    def clean_enabled_tools(self) -> list[str]:
-        chosen = self.cleaned_data["enabled_tools"]
-        unknown = toolbox.unknown(chosen)
-        if unknown:
-            raise forms.ValidationError(f"Not in the host tool registry: {', '.join(unknown)}")
-        return list(chosen)
+from runs.services.reports import dry_run, effective_approvals, rule_problems
+from runs.services.store import (
+    POLICY_VERSION_FIELDS,
+    ModelChoice,
+    model_problems,
+    parse_redact_patterns,
+    publish_policy_version,
+    toolbox,
+)
+from runs.services.timeline import redactor_for
 
 
 @admin.register(AgentProfile)
@@ -417,3 +363,17 @@ class DeferredRequestAdmin(RecordAdmin):
     @admin.display(description="arguments")
     def shown_args(self, deferred: DeferredRequest) -> str:
         return _masked(deferred.args, deferred.execution)
+
+
+class AccessAttemptAdmin(axes_admin.AccessAttemptAdmin):
+    """django-axes' failed-login records, whose clean-up action deletes records and so needs the delete permission
+    (axes declares none: anyone who may view them could run it)."""
+
+    @admin.action(description="Clean up expired attempts", permissions=["delete"])
+    def cleanup_expired_attempts(self, request: HttpRequest, queryset: QuerySet[AccessAttempt]) -> None:
+        super().cleanup_expired_attempts(request, queryset)
+
+
+if admin.site.is_registered(AccessAttempt):
+    admin.site.unregister(AccessAttempt)
+    admin.site.register(AccessAttempt, AccessAttemptAdmin)

@@ -29,8 +29,7 @@ from runs.models import (
     Execution,
     ExecutionStatus,
 )
-from runs.services import queueing
-from runs.services.approvals import (
+from runs.services.lifecycle import (
     SubmissionRejected,
     can_decide,
     open_requests,
@@ -39,8 +38,9 @@ from runs.services.approvals import (
     submit_decisions,
     tool_parameters_schema,
 )
-from runs.services.audit import audit_rows, csv_lines
-from runs.services.redaction import redactor_for
+from runs.services.reports import audit_rows, csv_lines
+from runs.services.store import queueing
+from runs.services.timeline import redactor_for
 
 AUDIT_ROWS = 200
 INBOX_PAGE_SIZE = 50
@@ -231,6 +231,7 @@ def audit(request: HttpRequest) -> HttpResponse:
             "filters": form,
             "rows": audit_rows(filters.decisions()[:AUDIT_ROWS]),
             "cancellations": filters.cancellations()[:AUDIT_ROWS],
+            "dropped_cancel_requests": filters.dropped_cancel_requests()[:AUDIT_ROWS],
             "versions": filters.versions()[:AUDIT_ROWS],
             "export_query": request.GET.urlencode(),
         },

@@ -1,9 +1,11 @@
-"""The `harness` system check: environment values that did not parse (harness_site/environment.py), and the
-ranges of the Host's settings, wherever their values came from, and the plug-ins they name (tool sets, demo model).
+"""The `harness` system checks: environment values that did not parse (harness_site/environment.py), the ranges
+of the Host's settings, wherever their values came from, the plug-ins they name (tool sets, demo model), and in
+production the demo operator's published password.
 
-`manage.py` commands run it before they start (the RQ worker and the sweeper among them), `bin/run` runs
-`manage.py check` before it starts anything, and harness_site/asgi.py calls `refuse_bad_settings` for daphne,
-which runs no command.
+Every process meets them before it starts: `manage.py` commands run them (the RQ worker and the sweeper among
+them), `bin/run` runs `manage.py check` before supervisord starts anything (so a refusal stops there instead of
+supervisord restarting a web process that refuses, forever), and harness_site/asgi.py calls `refuse_bad_settings`
+for daphne, which runs no command.
 """
 
 from __future__ import annotations
@@ -12,14 +14,16 @@ import math
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error
+from django.core.checks import CheckMessage, Critical, Error, run_checks
 from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError
 from django.utils.module_loading import import_string
 
 from harness_site.proxied_clients import trusted_networks
+from runs.demo_operator import DEMO_USERNAME, demo_password_works
 
 TAG = "harness"
-HINT = 'Each setting is read from the environment variable of the same name; README.md "Configuration" lists them.'
+HINT = "Each setting is read from the environment variable of the same name; docs/configuration.md lists them."
 
 
 class Whole:
@@ -63,6 +67,8 @@ class Addresses:
 
 
 PORT = Whole(1, 65535)
+# Ten years: a token meant to last longer is one nobody rotates.
+MAX_TOKEN_DAYS = 3650
 RULES: dict[str, Whole | Seconds | Flag | Addresses] = {
     "DEBUG": Flag(),
     "HARNESS_BEHIND_TLS_PROXY": Flag(),
@@ -75,6 +81,7 @@ RULES: dict[str, Whole | Seconds | Flag | Addresses] = {
     "HARNESS_HEALTH_QUEUE_LIMIT": Whole(0),
     "HARNESS_RECOVERY_BACKOFF_SECONDS": Seconds(zero_allowed=True),
     "AGUI_MAX_BODY_BYTES": Whole(1),
+    "HARNESS_API_TOKEN_DAYS": Whole(1, MAX_TOKEN_DAYS),
     "HARNESS_PORT": PORT,
     "REDIS_PORT": PORT,
     "HARNESS_WORKERS": Whole(1),
@@ -94,12 +101,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     return errors
 
 
-PLUGIN_HINT = 'README.md "Your own tools" shows what the plug-in settings name.'
+PLUGIN_HINT = 'docs/models-and-tools.md "Your own tools" shows what the plug-in settings name.'
 
 
 def _plugin_problems() -> list[str]:
     """What is wrong with the tool sets and the demo model the settings name (the worker would fail on it)."""
-    from runs.services import toolbox
+    from runs.services.store import toolbox
 
     problems = []
     try:
@@ -113,7 +120,31 @@ def _plugin_problems() -> list[str]:
     return problems
 
 
+def check_demo_password(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """In production, refuse to start while the demo operator can log in with the password the README prints."""
+    if not settings.PRODUCTION:
+        return []
+    try:
+        works = demo_password_works()
+    except DatabaseError as exc:
+        # Unknown is not safe: a process that cannot read the accounts could not serve them either.
+        return [
+            Critical(
+                f"HARNESS_ENV=production: cannot read the accounts to check the demo password: {exc}", id="runs.E005"
+            )
+        ]
+    if not works:
+        return []
+    return [
+        Critical(
+            f"HARNESS_ENV=production: the account '{DEMO_USERNAME}' still has the demo password.",
+            hint=f"Change it (manage.py changepassword {DEMO_USERNAME}) or deactivate it before starting.",
+            id="runs.E004",
+        )
+    ]
+
+
 def refuse_bad_settings() -> None:
-    """Raise ImproperlyConfigured listing every problem the check finds."""
-    if errors := check_settings():
+    """Raise ImproperlyConfigured listing every problem the `harness` checks find."""
+    if errors := [message for message in run_checks(tags=[TAG]) if message.is_serious()]:
         raise ImproperlyConfigured("\n".join(str(error) for error in errors))

@@ -2,8 +2,8 @@
 
 from django.http import HttpRequest
 
-from runs.services import queueing
-from runs.services.approvals import open_requests
+from runs.services.lifecycle import open_requests
+from runs.services.store import queueing
 
 
 def pending_approvals(request: HttpRequest) -> dict:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from runs.harness.demo import INSTRUCTIONS
 from runs.models import AgentProfile
-from runs.services import toolbox
-from runs.services.providers import DEMO_MODEL
+from runs.services.store import DEMO_MODEL, toolbox
 
 DEMO_PROFILE = "demo"
 

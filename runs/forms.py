@@ -1,5 +1,5 @@
-"""Forms: starting work (new thread, new execution, fork), the thread search, one decision set per post, and the
-audit filters. Text fields are bounded and refuse control characters (runs/validators.py)."""
+"""Forms: starting work (new thread, new execution, fork), the thread search, an agent profile, one decision set
+per post, and the audit filters. Text fields are bounded and refuse control characters (runs/validators.py)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,12 @@ from django.contrib.auth import get_user_model
 from django.http import QueryDict
 
 from runs.models import AgentProfile, Thread, Verdict
-from runs.services.approvals import MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
-from runs.services.audit import AuditFilters
-from runs.services.read_side import THREAD_STATUSES
-from runs.services.starts import MAX_KEY_LENGTH
-from runs.validators import MAX_DB_INTEGER, multi_line_text, single_line_text, unstorable_json
+from runs.services.lifecycle import MAX_KEY_LENGTH, MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
+from runs.services.reports import AuditFilters
+from runs.services.store import ModelChoice, base_url_problem, model_problems, profile_key_variable, toolbox
+from runs.services.timeline import THREAD_STATUSES
+from runs.validators import MAX_DB_INTEGER, MAX_INPUT_CHARS, multi_line_text, single_line_text, unstorable_json
 
-MAX_INPUT_CHARS = 20_000
-"""The text an execution starts with; longer work belongs in a file the agent reads, not in every page."""
 TITLE_CHARS = Thread._meta.get_field("title").max_length
 EARLIEST_DAY = datetime.date(2000, 1, 1)
 LATEST_DAY = datetime.date(2999, 12, 31)
@@ -35,7 +33,7 @@ def new_submission_key() -> str:
 
 
 class StartForm(forms.Form):
-    """What every form that starts work posts: its one-time submission key (see runs.services.starts)."""
+    """What every form that starts work posts: its one-time submission key (see runs.services.lifecycle.starts)."""
 
     submission_key = forms.CharField(
         max_length=MAX_KEY_LENGTH,
@@ -95,6 +93,69 @@ class StorableJSONField(forms.JSONField):
         super().validate(value)
         if problem := unstorable_json(value):
             raise forms.ValidationError(f"The JSON {problem}.", code="invalid")
+
+
+class AgentProfileForm(forms.ModelForm):
+    """An agent profile as the admin edits it and `manage.py harness_profile` sets it: one validation for both."""
+
+    base_url = forms.URLField(
+        required=False,
+        assume_scheme="http",
+        max_length=300,
+        help_text=f"{AgentProfile._meta.get_field('base_url').help_text} It must be https unless its host is this "
+        "machine or listed in HARNESS_MODEL_HOSTS_ALLOWED. Requests to it carry the key in the environment variable "
+        "HARNESS_PROFILE_<NAME>_API_KEY (the profile's name in capitals, '-' as '_'), or none: never the provider's "
+        "own key.",
+    )
+    enabled_tools = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Tools of the host tool registry this profile's agent may call.",
+    )
+
+    class Meta:
+        model = AgentProfile
+        fields = ["name", "model", "base_url", "instructions", "enabled_tools"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Read per form: the registry is code, but a profile saved earlier may name a tool since removed.
+        names = set(toolbox.tool_names()) | set(self.instance.enabled_tools or [])
+        self.fields["enabled_tools"].choices = [(name, name) for name in sorted(names)]
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"]
+        variable = profile_key_variable(name)
+        others = AgentProfile.objects.exclude(pk=self.instance.pk).values_list("name", flat=True)
+        # Else a new profile could be given the key of an existing one, and send it to its own base URL.
+        if clash := next((other for other in others if profile_key_variable(other) == variable), None):
+            raise forms.ValidationError(
+                f'The profile "{clash}" already reads its key from {variable}: choose a name that differs from it '
+                "in more than case, '-' and '_'."
+            )
+        return name
+
+    def clean_base_url(self) -> str:
+        base_url = self.cleaned_data["base_url"]
+        if problem := base_url_problem(base_url):
+            raise forms.ValidationError(problem)
+        return base_url
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if "model" in cleaned and "base_url" not in self.errors:
+            # Checked against this process's environment; the worker's must provide the same packages and keys.
+            choice = ModelChoice(cleaned["model"], cleaned.get("base_url") or "", cleaned.get("name") or "")
+            for problem in model_problems(choice):
+                self.add_error("model", problem)
+        return cleaned
+
+    def clean_enabled_tools(self) -> list[str]:
+        chosen = self.cleaned_data["enabled_tools"]
+        unknown = toolbox.unknown(chosen)
+        if unknown:
+            raise forms.ValidationError(f"Not in the host tool registry: {', '.join(unknown)}")
+        return list(chosen)
 
 
 CHOICE_VERDICTS = {

@@ -1,6 +1,6 @@
 """RQ entry points (thin): the work lives in runs.services."""
 
-from runs.services import runner
+from runs.services.worker import runner
 
 
 def execute_run(run_pk: int) -> str:

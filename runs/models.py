@@ -274,6 +274,28 @@ class Run(models.Model):
         return self.run_id or f"run {self.number} of {self.execution}"
 
 
+class DroppedCancelRequest(models.Model):
+    """A request to cancel a running execution that its run never saw: the run suspended for answers first.
+
+    Waiting is a different state to stop (ending it refuses what it waits on, a decision), so the request is
+    dropped rather than carried over to the resume; this records who asked, when, and which run suspended.
+    """
+
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="dropped_cancel_requests")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", help_text="The run that suspended.")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_at = models.DateTimeField()
+    dropped_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["execution", "requested_at", "id"]
+
+    def __str__(self) -> str:
+        return f"cancel request of {self.execution}, dropped"
+
+
 class JournalEntry(models.Model):
     """One source stream item of a run, in root-stream order; insert-only."""
 
@@ -349,7 +371,7 @@ class Checkpoint(models.Model):
     A base holds the whole state JSON in `state_json`. A delta holds the state without its message history in
     `state_json` and the messages appended since `parent` in `history_delta`; `base` names its chain's base so
     the chain is read in one query. The HMAC `digest` covers the row's content and its parent's digest, so an
-    edit anywhere in a chain is detected (see `runs.services.checkpoints`).
+    edit anywhere in a chain is detected (see `runs.services.store.checkpoints`).
     """
 
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoints")

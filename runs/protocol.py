@@ -11,7 +11,7 @@ Three kinds of message:
   (strict integers, extra fields forbidden, bounded sizes), and anything that does not fit is refused;
 - server frames, which the sockets send: `TypedDict`s, built here or in the consumers;
 - group messages, which Host processes send each other over the Channels layer and each consumer handles by
-  its `type` (`timeline.append` → `timeline_append`): `TypedDict`s, built by `runs.services.publishing`.
+  its `type` (`timeline.append` → `timeline_append`): `TypedDict`s, built by `runs.services.timeline.publishing`.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 LINE_BREAKS = frozenset("\n\r\t")
+MAX_INPUT_CHARS = 20_000
+"""The text an execution starts with (forms and the AG-UI endpoint); longer work belongs in a file the agent
+reads, not in every page."""
 MAX_DB_INTEGER = 2**63 - 1
 """Primary keys and positions are 64-bit signed integers in both SQLite and PostgreSQL."""
 MAX_JSON_DEPTH = 64

@@ -1,4 +1,5 @@
-"""Pages of the dashboard. Views stay thin: reads come from runs.services.read_side, actions from runs.services."""
+"""Pages of the dashboard. Views stay thin: reads come from runs.services.timeline.read_side, actions from the
+other services."""
 
 from __future__ import annotations
 
@@ -14,18 +15,10 @@ from django.views.decorators.http import require_POST
 
 from runs.forms import MAX_INPUT_CHARS, TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
 from runs.models import AgentProfile, Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
-from runs.services import (
-    cancellation,
-    checkpoints,
-    executions,
-    failures,
-    provenance,
-    queueing,
-    read_side,
-    starts,
-    timeline_page,
-)
-from runs.services.approvals import can_decide
+from runs.services.lifecycle import can_decide, cancellation, executions, starts
+from runs.services.reports import failures, provenance, timeline_page
+from runs.services.store import checkpoints, queueing
+from runs.services.timeline import read_side
 
 THREADS_PER_PAGE = 25
 CHECKPOINTS_PER_PAGE = 20
@@ -194,6 +187,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "failure": failures.failure_of(failed_run) if failed_run else None,
             # Cancelling a waiting execution refuses what it waits on: an approver's decision.
             "may_cancel": execution.status != ExecutionStatus.WAITING or can_decide(request.user),
+            "dropped_cancel_requests": execution.dropped_cancel_requests.select_related("requested_by", "run"),
             "waiting_for_queue": queueing.waiting_for_queue(execution),
             # Host-managed children this execution's runs started, each on its own thread.
             "children": Execution.objects.filter(parent_request__execution=execution)
@@ -214,7 +208,8 @@ def cancel_execution(request: HttpRequest, pk: int) -> HttpResponse:
             request,
             "Cancelled; the requests it waited on are closed."
             if waiting
-            else "Cancellation requested; the run stops at its next heartbeat.",
+            else "Cancellation requested; the run stops at its next heartbeat (unless it suspends for answers "
+            "first: then the request is dropped, and cancelling the waiting execution is an approver's decision).",
         )
     return redirect("runs:execution", pk=execution.pk)
 

@@ -12,7 +12,7 @@ the nav badge see the worker again. The heartbeat comes at least every `dequeue_
 idle (`worker_ttl - 15`; `--worker-ttl 20` in deploy/supervisord.conf makes that 5 s) and every
 `job_monitoring_interval` while a job runs.
 
-Payloads: jobs are JSON and only the Host's own (runs/services/queued_jobs.py), whatever the command line says.
+Payloads: jobs are JSON and only the Host's own (runs/services/store/queued_jobs.py), whatever the command line says.
 
 Selected with `RQ = {"WORKER_CLASS": "runs.worker.HostWorker"}` in the settings.
 """
@@ -26,8 +26,8 @@ from rq.job import Job
 from rq.job_lifecycle import call_exception_handlers
 
 import runs.jobs  # noqa: F401 - preloaded for every forked work-horse
-from runs.services import toolbox
-from runs.services.queued_jobs import SERIALIZER, HostJob, RefusedJob
+from runs.services.store import toolbox
+from runs.services.store.queued_jobs import SERIALIZER, HostJob, RefusedJob
 
 RETRY_FOREVER = -1
 BACKOFF_BASE_SECONDS = 0.25

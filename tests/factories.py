@@ -32,7 +32,8 @@ from pydantic_ai import DeferredToolRequests as NativeDeferredToolRequests
 from pydantic_ai import ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
 from pydantic_ai.messages import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPart, TextPartDelta
 
-from agui_api.models import ApiToken
+from agui_api.auth import Caller
+from agui_api.models import ApiToken, TokenScope, token_digest
 from runs.harness import (
     DeferredToolCall,
     HarnessEvent,
@@ -62,8 +63,9 @@ from runs.models import (
     Thread,
     TimelineEvent,
 )
-from runs.services import checkpoints, executions, leases, policy
-from runs.services.redaction import redactor_for
+from runs.services.lifecycle import executions
+from runs.services.store import checkpoints, leases, policy
+from runs.services.timeline import redactor_for
 from tests.agui_http import PROFILE
 from tests.approval_scenarios import TOOLS
 
@@ -320,7 +322,12 @@ def suspended_execution(
     version = executions.current_policy_version()
     number = thread.executions.count() + 1
     execution = Execution.objects.create(
-        thread=thread, number=number, input="pay acme", status=ExecutionStatus.WAITING, policy_version=version
+        thread=thread,
+        number=number,
+        input="pay acme",
+        shown_input=redactor_for(version).text("pay acme"),
+        status=ExecutionStatus.WAITING,
+        policy_version=version,
     )
     run_id = f"run-{thread.pk}-{number}"
     run = Run.objects.create(
@@ -396,8 +403,14 @@ def demo_profile() -> AgentProfile:
     return shared_profile(PROFILE, tools=demo_tools())
 
 
-def token_for(user: Any, name: str = "tests") -> str:
-    token = ApiToken(user=user, name=name)
+def token_for(user: Any, name: str = "tests", scope: TokenScope = TokenScope.READ_DECIDE) -> str:
+    token = ApiToken(user=user, name=name, scope=scope)
     secret = token.issue()
     token.save()
     return secret
+
+
+def token_caller(user: Any) -> Caller:
+    """An AG-UI caller authenticated by a new token of `user`, as the endpoint hands it to `sse_events`."""
+    secret = token_for(user)
+    return Caller(user, token=ApiToken.objects.get(digest=token_digest(secret)))

@@ -21,7 +21,6 @@ from pathlib import Path
 import redis
 
 from harness_site.var_dir import prepare_var_dir
-from runs.services.providers import PROVIDERS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -133,6 +132,9 @@ class RedisServer:
 
 def service_env(*, redis_url: str, database_name: str | None) -> dict[str, str]:
     """Environment for a subprocess that must see the same Redis and (test) database as the test."""
+    # Here, not at the top: bench imports this module before Django is set up, and the store's surface loads models.
+    from runs.services.store import PROVIDERS
+
     # Subprocesses never reach a real model provider, whatever keys the machine running the tests has.
     provider_variables = {name for spec in PROVIDERS.values() for name in spec.key_variables}
     provider_variables |= {spec.base_url_variable for spec in PROVIDERS.values() if spec.base_url_variable}

@@ -1,5 +1,6 @@
-"""Architecture rules run with the test suite: the pure packages stay pure (import-linter), the code is linted, and the
-pure packages' type annotations hold (mypy with the pydantic plugin, configured in pyproject.toml)."""
+"""Architecture rules run with the test suite: the import contracts hold (import-linter: the pure packages stay pure,
+the layers and the services' layers, migrations without the project's code), the code is linted, and the pure
+packages' type annotations hold (mypy with the pydantic plugin, configured in pyproject.toml)."""
 
 import ast
 import shutil
@@ -34,6 +35,13 @@ PROBES = [
     ("observers/agui/_contract_probe.py", "import runs.services", "Layers:"),
     ("runs/services/contract_probe.py", "import observers.consumers", "One-way between the apps"),
     ("runs/services/contract_probe.py", "import observers.execution_feeds", "One-way between the apps"),
+    ("runs/services/store/contract_probe.py", "import runs.services.timeline", "Services in layers"),
+    ("runs/services/timeline/contract_probe.py", "import runs.services.lifecycle", "Services in layers"),
+    ("runs/services/reports/contract_probe.py", "from runs.services.lifecycle import approvals", "Services in layers"),
+    ("runs/services/worker/contract_probe.py", "import runs.services.recovery", "Services in layers"),
+    ("runs/services/contract_probe.py", "", "Services in layers"),
+    ("runs/migrations/_contract_probe.py", "import runs.services", "Migrations run frozen copies"),
+    ("runs/migrations/_contract_probe.py", "from runs.models import Run", "Migrations run frozen copies"),
 ]
 
 

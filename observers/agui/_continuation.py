@@ -17,7 +17,8 @@ __all__ = ("ConversionSnapshot", "CursorSnapshot", "ObserverContinuation", "RunS
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    # An instance is validated again too: `model_copy(update=...)` and `model_construct` skip validation.
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, revalidate_instances="always")
 
 
 class CursorSnapshot(_Frozen):

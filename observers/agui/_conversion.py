@@ -46,7 +46,6 @@ from pydantic_ai.messages import (
     ThinkingPartDelta,
     ToolCallPart,
     ToolCallPartDelta,
-    ToolReturnPart,
 )
 
 from runs.harness import HarnessEvent, HarnessExtensionEvent, HarnessRunResultEvent, InputTextEvent
@@ -406,19 +405,22 @@ def _encrypted(conversion: RunConversion, message_id: str, value: str) -> None:
 
 
 def _tool_result(conversion: RunConversion, event: FunctionToolResultEvent | OutputToolResultEvent) -> None:
+    # Every return answers its call, whatever its outcome: an AG-UI client keeps a call open until a result names
+    # it, and a denied or refused deferred call was started by the run that asked, not by this one.
     part = event.part
-    if isinstance(part, ToolReturnPart) and part.outcome == "success":
-        tool_call_id = conversion.tool_call_id(part.tool_call_id)
-        conversion.emit(
-            ToolCallResultEvent,
-            message_id=conversion.ids.claim(f"{tool_call_id}:result"),
-            tool_call_id=tool_call_id,
-            content=tool_result_content(part),
-            role="tool",
-        )
+    tool_call_id = conversion.tool_call_id(part.tool_call_id)
+    conversion.emit(
+        ToolCallResultEvent,
+        message_id=conversion.ids.claim(f"{tool_call_id}:result"),
+        tool_call_id=tool_call_id,
+        content=tool_result_content(part),
+        role="tool",
+    )
+    if part.outcome == "success":
         return
-    # Unsuccessful results have no standard event. Media payloads and the extra user content stay out of it:
-    # they are large and the browser has nothing to render them against.
+    # TOOL_CALL_RESULT has no field for the outcome (denied, failed, ...): the native event that says it follows.
+    # Media payloads (the result carries them) and the extra user content stay out of it: they are large and the
+    # browser has nothing to render them against.
     changes: dict[str, Any] = {"part": payload_free(part)}
     if isinstance(event, FunctionToolResultEvent):
         changes["content"] = None

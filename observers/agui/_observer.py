@@ -123,8 +123,8 @@ class HarnessAguiObserver:
     ) -> Self:
         """An observer that continues the exported conversion: it keeps no events and refuses `resume()`.
 
-        A continuation that does not validate, or was exported by the other kind of observer, is refused with
-        `AguiObservationError` and nothing is built.
+        A continuation that does not validate (an `ObserverContinuation` instance is validated again), or was
+        exported by the other kind of observer, is refused with `AguiObservationError` and nothing is built.
         """
         try:
             if isinstance(continuation, str | bytes):

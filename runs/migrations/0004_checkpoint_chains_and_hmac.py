@@ -5,14 +5,22 @@ keeps its old digest, so it stays refused after the migration as it was before.
 """
 
 import hashlib
+import json
 
 import django.db.models.deletion
+from django.conf import settings
 from django.db import migrations, models
+from django.utils.crypto import salted_hmac
+
+
+def digest_of(parent_digest, state_json, history_delta, pending):
+    """A checkpoint row's HMAC as the Host computed it when this migration was written (a frozen copy)."""
+    pending_json = "" if pending is None else json.dumps(pending, sort_keys=True, separators=(",", ":"))
+    message = "\x1f".join((parent_digest, state_json, history_delta, pending_json))
+    return salted_hmac("runs.checkpoint.v2", message, secret=settings.CHECKPOINT_KEY, algorithm="sha256").hexdigest()
 
 
 def sign_existing(apps, schema_editor):
-    from runs.services.checkpoints import digest_of
-
     Checkpoint = apps.get_model("runs", "Checkpoint")
     for row in Checkpoint.objects.only("pk", "state_json", "digest", "pending_deferred_input").iterator():
         if hashlib.sha256(row.state_json.encode()).hexdigest() == row.digest:
@@ -21,8 +29,6 @@ def sign_existing(apps, schema_editor):
 
 
 def unsign(apps, schema_editor):
-    from runs.services.checkpoints import digest_of
-
     Checkpoint = apps.get_model("runs", "Checkpoint")
     if Checkpoint.objects.filter(parent__isnull=False).exists():
         raise RuntimeError("delta checkpoints exist; the whole-state format before this migration cannot hold them")

@@ -1,4 +1,4 @@
-"""Mask the timeline rows written before the redaction boundary (runs.services.redaction) existed.
+"""Mask the timeline rows written before the redaction boundary existed.
 
 Before it, only a few content fields were masked (not CUSTOM values, interrupts or raw events, and streamed
 deltas one at a time). Every stored event of an execution whose policy version redacts is masked again, run by
@@ -7,15 +7,14 @@ run in position order, keeping positions; rows already masked stay as they are.
 
 from django.db import migrations
 
-from runs.services.policy import parse_redact_patterns
-from runs.services.redaction import Redactor, TimelineRedactor
+from ._frozen_redaction import TimelineRedactor, redactor_for
 
 
 def remask_timelines(apps, schema_editor):
     Execution = apps.get_model("runs", "Execution")
     TimelineEvent = apps.get_model("runs", "TimelineEvent")
     for execution in Execution.objects.select_related("policy_version").iterator():
-        redactor = Redactor(parse_redact_patterns(execution.policy_version.redact_patterns or []))
+        redactor = redactor_for(execution.policy_version)
         if not redactor:
             continue
         for run_pk in execution.runs.order_by("number").values_list("pk", flat=True):

@@ -2,7 +2,10 @@
 
 from django.db import migrations, models
 
+from ._frozen_redaction import redactor_for
+
 CHUNK = 500
+DEFAULT_POLICY = "default"
 
 
 def _chunks(queryset):
@@ -16,9 +19,6 @@ def _chunks(queryset):
 def mask_stored_text(apps, schema_editor):
     """What the thread search matches, masked as pages show it: each execution's input by its own policy
     version, each thread's title by the current one."""
-    from runs.services.executions import DEFAULT_POLICY
-    from runs.services.redaction import redactor_for
-
     Execution = apps.get_model("runs", "Execution")
     for chunk in _chunks(Execution.objects.select_related("policy_version")):
         for execution in chunk:

@@ -1,7 +1,8 @@
 """`{{ value|redact:policy_version }}` and `|redacted_json:policy_version`: a record's text or JSON as pages show it.
 
-Inputs, outputs, failures and decisions are stored with their real values; pages pass them through the
-redaction of the run's frozen policy version (runs.services.redaction) on the way out.
+Outputs, failures and decisions are stored with their real values; pages pass them through the redaction of
+the run's frozen policy version (runs.services.timeline.redaction) on the way out. An execution's input is masked
+once, when it starts: pages show its stored `shown_input`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 from django import template
 
 from runs.models import HostPolicyVersion
-from runs.services.redaction import redactor_for
+from runs.services.timeline import redactor_for
 
 register = template.Library()
 

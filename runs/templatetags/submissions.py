@@ -1,4 +1,4 @@
-"""`{% submission_key_field %}`: the hidden one-time key of a form that starts work (runs.services.starts).
+"""`{% submission_key_field %}`: the hidden one-time key of a form that starts work (runs.services.lifecycle.starts).
 
 A new key per rendering: a double click or a browser's re-post repeats the key, a freshly loaded form does not."""
 

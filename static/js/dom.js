@@ -54,7 +54,7 @@ export function offset(ms, origin) {
   return `+${formatDuration(Math.max(0, ms - origin) / 1000)}`;
 }
 
-// Same format as runs.services.read_side.format_duration.
+// Same format as runs.services.timeline.read_side.format_duration.
 export function formatDuration(seconds) {
   if (seconds < 60) return `${seconds.toFixed(1)} s`;
   const whole = Math.floor(seconds);

@@ -17,7 +17,7 @@ export function usageText(usage) {
   return `tokens: ${texts.join("; ")}`;
 }
 
-// What the RUN_ERROR's failure details say (runs/services/failures.py shows the same on the run page).
+// What the RUN_ERROR's failure details say (runs/services/reports/failures.py shows the same on the run page).
 // Provider response bodies are never stored, so there is none to show.
 export function failureFacts(event, run) {
   const details = event.rawEvent?.failure?.details ?? {};

@@ -5,7 +5,7 @@
 // into their message and runs of harness CUSTOM events into one collapsed group. The modules: feed.js (cursor,
 // queue, drawing batches; no DOM), handlers.js (one handler per event type), lanes.js (lanes and scopes),
 // items.js (item kinds), fragments.js (oversized events), compare.js, dom.js (helpers shared by the pages).
-// Constants come from the server, in the page's `timeline-config` (runs/services/timeline_page.py).
+// Constants come from the server, in the page's `timeline-config` (runs/services/reports/timeline_page.py).
 
 import { LaneComparison } from "./compare.js";
 import { el, exactTime, formatDuration, link, offset, plural, pretty, setStatus } from "./dom.js";
@@ -347,8 +347,8 @@ export class Timeline {
     return table;
   }
 
-  // The outcome of a decided call on the card of the call itself (a denied call has no later card at all); `who`
-  // is null for a child's answer, whose verdict already says where it came from.
+  // The outcome of a decided call on the card of the call itself (its result, a denial's too, shows in the lane of
+  // the run that resumes); `who` is null for a child's answer, whose verdict already says where it came from.
   settle(call, verdict, who) {
     const card = this.toolCards.get(call.tool_call_id);
     this.closeFormLink(call.tool_call_id, `${verdict} (see the decision below)`, true);

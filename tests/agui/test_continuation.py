@@ -92,3 +92,28 @@ def test_a_bad_continuation_is_refused_and_builds_nothing() -> None:
         HarnessAguiStreamObserver.restore(good)
     # The good one still restores: refusing the others changed nothing.
     assert HarnessAguiObserver.restore(good).run_id == good.run_id
+
+
+@pytest.mark.parametrize("observer_type", [HarnessAguiObserver, HarnessAguiStreamObserver])
+def test_a_continuation_with_fields_of_the_wrong_type_is_refused(observer_type: type[HarnessAguiObserver]) -> None:
+    prefix, tail = text_run()
+    observer = observer_type()
+    for item in prefix:
+        observer.observe(item)
+    good = observer.export()
+    wrong = [
+        {**good.model_dump(mode="json"), "thread_id": 42},
+        # An instance is checked too: a copy with changed fields, or one built without validation, is not.
+        good.model_copy(update={"thread_id": 42}),
+        good.model_copy(update={"run_id": ["run-1"]}),
+        good.model_copy(update={"state": good.state.model_copy(update={"used_ids": "run-1"})}),
+        good.model_copy(update={"state": {"runs": 1}}),
+        ObserverContinuation.model_construct(**{**dict(good), "thread_id": 42}),
+    ]
+
+    for bad in wrong:
+        with pytest.raises(AguiObservationError, match="not an observer continuation"):
+            observer_type.restore(bad)
+    # The observer that exported and the good continuation are untouched: both continue as before.
+    restored = observer_type.restore(good)
+    assert [restored.observe(item) for item in tail] == [observer.observe(item) for item in tail]

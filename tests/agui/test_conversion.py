@@ -243,9 +243,16 @@ def test_tool_result_with_media_is_a_list_of_parts(run: SourceRun, observer: Har
 
 
 @pytest.mark.parametrize("outcome", ["failed", "denied", "interrupted", "retried"])
-def test_unsuccessful_tool_result_is_a_custom(run: SourceRun, observer: HarnessAguiObserver, outcome: Any) -> None:
+def test_unsuccessful_tool_result_answers_the_call_and_a_custom_says_the_outcome(
+    run: SourceRun, observer: HarnessAguiObserver, outcome: Any
+) -> None:
     part = ToolReturnPart("weather", "boom", "c1", outcome=outcome)
-    (event,) = observer.observe(run.item(FunctionToolResultEvent(part, content="extra user content")))
+    result, event = observer.observe(run.item(FunctionToolResultEvent(part, content="extra user content")))
+    # An AG-UI client closes the call only on a TOOL_CALL_RESULT; a denied call must not stay open there.
+    assert (
+        result.model_dump(exclude={"timestamp"})
+        == ToolCallResultEvent(message_id="c1:result", tool_call_id="c1", content="boom", role="tool").model_dump()
+    )
     assert isinstance(event, CustomEvent) and event.name == "a13n.pydantic_ai.function_tool_result"
     assert event.value["event"]["part"]["outcome"] == outcome
     assert event.value["event"]["part"]["content"] == "boom"

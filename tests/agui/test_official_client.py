@@ -13,6 +13,7 @@ from typing import Any
 from ag_ui.core import BaseEvent, EventType
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic_ai import ToolDenied, ToolFailed
 
 from observers.agui import HarnessAguiStreamObserver
 from runs.harness import DeferredToolResume, HarnessRunResultEvent, HarnessStreamEvent
@@ -52,12 +53,17 @@ async def run_items(prompt: str | None = None, *, cancel_at: str | None = None, 
     return items
 
 
-async def resumed(items: list[Any], answer: str) -> list[Any]:
-    """The next run after a suspension, answered the way an operator would."""
+async def resumed(items: list[Any], answer: str | ToolDenied | ToolFailed) -> list[Any]:
+    """The next run after a suspension, answered the way the Host answers for an operator: "approve" approves
+    every approval, a `ToolDenied` denies them, anything else answers every other call (a `ToolFailed` refuses)."""
     result = items[-1].result
     deferred = result.deferred
     if answer == "approve":
         results = deferred.build_results(approve_all=True)
+    elif isinstance(answer, ToolDenied):
+        results = deferred.build_results(
+            approvals={entry.target_call.tool_call_id: answer for entry in deferred.approvals}
+        )
     else:
         results = deferred.build_results(calls={entry.target_call.tool_call_id: answer for entry in deferred.calls})
     return await run_items(previous_state=result.state, deferred_resume=DeferredToolResume(deferred, results))
@@ -86,6 +92,29 @@ async def test_every_demo_scenario_passes_the_official_client() -> None:
     assert_verified(streams)
     # The whole list as one stream too: the official client accepts runs one after another.
     assert_verified({"all runs in sequence": [event for events in streams.values() for event in events]})
+
+
+async def test_a_denied_or_cancelled_deferred_call_gets_its_result_in_the_resumed_run() -> None:
+    """A client keeps a tool call open until a TOOL_CALL_RESULT names it; the call was started by the run that
+    was interrupted, so the run that resumes it has to answer it, whatever the answer was."""
+    require_client()
+    # What the AG-UI endpoint makes of a denial and of a `cancelled` resume entry (agui_api/answers.py).
+    answers = {
+        "deploy it": ToolDenied("Not today."),
+        "ask the operator": ToolFailed("Cancelled by the client."),
+    }
+    streams: dict[str, list[BaseEvent]] = {}
+    for prompt, answer in answers.items():
+        asked = await run_items(prompt)
+        interrupted = projected(asked)
+        (interrupt,) = interrupted[-1].outcome.interrupts  # type: ignore[attr-defined]
+        again = projected(await resumed(asked, answer))
+        results = [event for event in again if event.type == EventType.TOOL_CALL_RESULT]
+        assert [(event.tool_call_id, event.content) for event in results] == [  # type: ignore[attr-defined]
+            (interrupt.tool_call_id, answer.message)
+        ]
+        streams[f"{prompt}, refused"] = interrupted + again
+    assert_verified(streams)
 
 
 def test_the_client_rejects_a_child_that_reuses_its_parents_tool_call_id() -> None:

@@ -1,4 +1,4 @@
-"""Observer resume and atomicity (seed A, S6–S27; scenarios T113–T127)."""
+"""Observer resume and atomicity (contract part A, S6–S27; scenarios T113–T127; see docs/contract.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The seed page's samples ("Replay and recovery"), run with this project's import paths.
+"""The samples of the contract's "Replay and recovery" page (docs/contract.md), with this project's import paths.
 
 `source_journal` and `host` are Host-managed interfaces the page only sketches; here they are the smallest
 in-memory versions that behave as the page requires. The source items come from the real harness engine

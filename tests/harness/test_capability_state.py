@@ -90,7 +90,7 @@ def _counter_script(messages, info):
 
 
 async def count(ctx: RunContext[AgentContext]) -> int:
-    """The seed's capability-state sample, as written, inside a tool."""
+    """The contract's capability-state sample, as written, inside a tool."""
     context = ctx.deps
     current = await context.state.read("acme.counter", CounterState, version="1")
     await context.state.write(

@@ -42,7 +42,7 @@ def _dump(messages):
 
 
 async def test_seed_sample_exports_during_the_stream():
-    """T30 / seed "Exporting while streaming": every candidate is a complete-message prefix of the next."""
+    """T30 / the contract's "Exporting while streaming" sample: each candidate is a complete prefix of the next."""
     candidates = []
     async with executable().stream("Work", bindings=fresh_bindings()) as stream:
         async for item in stream:

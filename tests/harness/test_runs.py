@@ -48,7 +48,7 @@ def fresh_bindings() -> RunBindings:
 
 
 async def test_seed_sample_continue_a_thread():
-    """T19 / seed "Continuing a Thread", as written: same thread, new run, history carried over."""
+    """T19 / the contract's "Continuing a Thread" sample, as written: same thread, new run, history carried over."""
     recorder = ModelRecorder()
     executable = AgentDefinition(model=recorder.model, tools=[lookup]).build()
 

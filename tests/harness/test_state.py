@@ -279,7 +279,7 @@ def test_hand_edited_thread_id_validates_but_only_fork_rethreads():
 
 
 def test_seed_samples_serialize_and_fork():
-    """Seed B samples "Serialising state" and "Forking a Thread", as written."""
+    """The contract's samples "Serialising state" and "Forking a Thread", as written."""
     state = full_state()
     payload = state.model_dump_json()
     restored = HarnessState.model_validate_json(payload)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from pydantic_ai import RunContext, Tool, ToolDefinition
-from pydantic_ai.capabilities import Capability
 
-from runs.harness import RECOVERY_RETRY_SAFE_METADATA_KEY, is_recovery_retryable, recovery_retryable
+from runs.harness import RECOVERY_RETRY_SAFE_METADATA_KEY, is_recovery_retryable, recovery_retryable, tools
 
 
 def read_record(record_id: str) -> str:
@@ -72,20 +71,37 @@ def test_bound_methods_and_context_tools_keep_their_signature():
     assert is_recovery_retryable(method_tool.tool_def) and is_recovery_retryable(context_tool.tool_def)
 
 
-def test_seed_sample_builds_a_capability():
-    @recovery_retryable
-    def lookup_record(record_id: str) -> str:
-        return read_record(record_id)
+# The seed page's sample as it is written there, for its own package; here only the package name changes.
+SEED_SAMPLE = """
+from a13n_harness.tools import RECOVERY_RETRY_SAFE_METADATA_KEY, recovery_retryable
+from pydantic_ai import Tool
+from pydantic_ai.capabilities import Capability, SetToolMetadata
 
-    def search_records(query: str) -> list[str]:
-        return [query]
+@recovery_retryable
+def lookup_record(record_id: str) -> str:
+    return read_record(record_id)
 
-    catalog = Capability(
-        id="acme.catalog",
-        tools=[lookup_record, recovery_retryable(Tool(search_records, name="search"))],
-    )
+catalog = Capability(
+    id="acme.catalog",
+    tools=[lookup_record, recovery_retryable(Tool(search_records, name="search"))],
+)
+declared = SetToolMetadata(tools=["search"], **{RECOVERY_RETRY_SAFE_METADATA_KEY: True})
+"""
 
-    assert catalog.id == "acme.catalog"
+
+def test_the_seed_sample_runs_with_only_the_package_name_changed():
+    namespace: dict = {"read_record": read_record, "search_records": lambda query: [query]}
+    exec(SEED_SAMPLE.replace("a13n_harness.", "runs.harness."), namespace)
+
+    assert namespace["catalog"].id == "acme.catalog"
+    assert is_recovery_retryable(namespace["lookup_record"].tool_def)
+    assert namespace["lookup_record"].function("r1") == "record r1"
+
+
+def test_the_tools_module_re_exports_the_engine_names():
+    assert tools.__all__ == ("RECOVERY_RETRY_SAFE_METADATA_KEY", "recovery_retryable")
+    assert tools.recovery_retryable is recovery_retryable
+    assert tools.RECOVERY_RETRY_SAFE_METADATA_KEY is RECOVERY_RETRY_SAFE_METADATA_KEY
 
 
 def test_only_boolean_true_declares_a_tool():

@@ -21,10 +21,20 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
+from agui_api.auth import Caller
 from agui_api.streams import sse_events
 from runs.models import DeferredRequest, Execution, TimelineOrigin, Verdict
-from runs.services import cancellation, executions, read_side, recovery, runner
-from runs.services.approvals import Answer, expire_overdue_requests, pending_requests, submit_decisions
+from runs.services.lifecycle import (
+    Answer,
+    cancellation,
+    executions,
+    expire_overdue_requests,
+    pending_requests,
+    submit_decisions,
+)
+from runs.services.recovery import recovery
+from runs.services.timeline import read_side
+from runs.services.worker import runner
 from tests import factories
 from tests.agui_http import parse
 from tests.agui_js.client import assert_socket_verified, assert_verified, require_client
@@ -192,14 +202,15 @@ def test_the_websocket_of_every_demo_scenario_passes_the_official_client(scenari
     assert any(frame["subagent_run_id"] for frame in _socket_events(sockets["delegation"]))
 
 
-async def _sse_text(execution_pk: int) -> list[str]:
-    return [chunk async for chunk in sse_events(execution_pk, 0)]
+async def _sse_text(execution_pk: int, caller: Caller) -> list[str]:
+    return [chunk async for chunk in sse_events(execution_pk, 0, caller)]
 
 
 def test_the_sse_stream_of_every_demo_scenario_passes_the_official_client(scenarios):
     streams: dict[str, list[dict[str, Any]]] = {}
+    caller = factories.token_caller(create_decider(get_user_model(), "sse-reader", "reader-password-1"))
     for name, execution in scenarios.items():
-        sent = list(parse(iter("".join(async_to_sync(_sse_text)(execution.pk)).split("\n"))))
+        sent = list(parse(iter("".join(async_to_sync(_sse_text)(execution.pk, caller)).split("\n"))))
         stored = {frame["position"]: frame["event"] for frame in frames(execution)}
         # The stored events, in order, with their positions as SSE ids; only Host items between runs stay out.
         assert [json.dumps(stored[e.position], sort_keys=True) for e in sent if e.event["type"] != "RUN_FINISHED"] == [

@@ -19,9 +19,10 @@ from runs.models import (
     ToolDispatch,
     Verdict,
 )
-from runs.services import executions, recovery, runner
-from runs.services.approvals import EXPIRY_MESSAGE, Answer, submit_decisions
-from runs.services.redaction import REDACTED
+from runs.services.lifecycle import EXPIRY_MESSAGE, Answer, executions, submit_decisions
+from runs.services.recovery import recovery
+from runs.services.timeline import REDACTED
+from runs.services.worker import runner
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -21,8 +21,7 @@ from runs.models import (
     RunReason,
     Verdict,
 )
-from runs.services import checkpoints
-from runs.services.approvals import (
+from runs.services.lifecycle import (
     EXPIRY_MESSAGE,
     MAX_VALUE_BYTES,
     Answer,
@@ -31,6 +30,7 @@ from runs.services.approvals import (
     expire_overdue_requests,
     submit_decisions,
 )
+from runs.services.store import checkpoints
 from tests.factories import Suspended, suspended_execution
 
 pytestmark = pytest.mark.django_db
@@ -99,7 +99,7 @@ def test_an_accepted_set_is_recorded_and_resumes_the_execution(suspended, operat
         {"amount": 50, "to": "acme"},
         {"amount": 50, "to": "acme"},
     )
-    assert pay.args_digest == hashlib.sha256(b'{"amount":50,"to":"acme"}').hexdigest()
+    assert pay.args_digest == args_digest({"amount": 50, "to": "acme"})
     assert pay.decided_by == operator and pay.decided_at is not None
     assert (deny.verdict, deny.message, deny.approved_args, deny.args_digest) == (Verdict.DENIED, "not today", None, "")
     assert set(suspended.execution.deferred_requests.values_list("status", flat=True)) == {DeferredStatus.DECIDED}
@@ -127,6 +127,18 @@ def test_a_plain_approval_records_the_original_arguments(suspended, operator):
     assert pay.args_digest == args_digest({"to": "acme", "amount": 5000})
     resume = decode_resume(Run.objects.get(execution=suspended.execution, number=2).deferred_resume)
     assert resume.results.approvals["call-pay"] == ToolApproved()
+
+
+def test_the_digest_of_approved_arguments_is_keyed_by_the_server(settings):
+    """The audit shows it to every reader beside the masked arguments: an unkeyed hash would confirm guesses."""
+    args = {"api_key": "4821", "to": "acme"}
+    keyed = args_digest(args)
+
+    assert keyed == args_digest({"to": "acme", "api_key": "4821"}), "stable for equal arguments"
+    assert keyed != hashlib.sha256(b'{"api_key":"4821","to":"acme"}').hexdigest()
+    assert len(keyed) == 64 and keyed != args_digest({"api_key": "4822", "to": "acme"})
+    settings.SECRET_KEY = "another server's key"
+    assert args_digest(args) != keyed
 
 
 def test_external_results_and_question_answers_become_call_results(operator):

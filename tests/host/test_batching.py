@@ -11,9 +11,9 @@ from pydantic_ai.messages import PartDeltaEvent, TextPartDelta
 
 from runs.harness import HarnessEvent
 from runs.models import JournalEntry, Run, TimelineEvent
-from runs.services import leases
-from runs.services.batching import BatchWriter
-from runs.services.projection import RunProjection
+from runs.services.store import leases
+from runs.services.timeline import RunProjection
+from runs.services.worker import BatchWriter
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,10 @@ from pydantic_ai import DeferredToolResults, ModelRequest, ModelResponse, TextPa
 
 from runs.harness import DeferredToolResume, HarnessState, PendingDeferredCalls
 from runs.models import Checkpoint, CheckpointKind, ExecutionStatus, Run, RunReason, Thread
-from runs.services import checkpoints, forks, recovery, runner
+from runs.services.lifecycle import forks
+from runs.services.recovery import recovery
+from runs.services.store import checkpoints
+from runs.services.worker import runner
 from tests import factories
 from tests.host.test_execution import assert_contiguous, dead_after_the_slow_step, start
 

@@ -33,12 +33,20 @@ from runs.models import (
     ToolDispatch,
     Verdict,
 )
-from runs.services import approvals, executions, recovery, runner
-from runs.services.approvals import Answer, open_requests, pending_requests, submit_decisions
-from runs.services.audit import AuditFilters
-from runs.services.cancellation import cancel_execution
-from runs.services.children import MAX_CHILD_DEPTH
-from runs.services.decision_items import DECISION_EVENT_NAME
+from runs.services.lifecycle import (
+    MAX_CHILD_DEPTH,
+    Answer,
+    approvals,
+    cancel_execution,
+    executions,
+    open_requests,
+    pending_requests,
+    submit_decisions,
+)
+from runs.services.recovery import recovery
+from runs.services.reports import AuditFilters
+from runs.services.timeline import DECISION_EVENT_NAME
+from runs.services.worker import runner
 from tests import factories
 
 

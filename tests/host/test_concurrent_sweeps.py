@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from runs.models import Run, TimelineEvent
-from runs.services import recovery
+from runs.services.recovery import recovery
 from tests.host.test_execution import assert_contiguous
 from tests.host.test_sweeper import crashed_run
 

@@ -10,9 +10,8 @@ from ag_ui.core import CustomEvent
 
 from observers.agui import FRAGMENT_EVENT_NAME, CustomEventAssembler
 from runs.models import TimelineEvent, Verdict
-from runs.services.approvals import EXPIRY_MESSAGE, Answer, expire_overdue_requests, submit_decisions
-from runs.services.decision_items import DECISION_EVENT_NAME, ArgumentChange, argument_changes
-from runs.services.redaction import REDACTED
+from runs.services.lifecycle import EXPIRY_MESSAGE, Answer, expire_overdue_requests, submit_decisions
+from runs.services.timeline import DECISION_EVENT_NAME, REDACTED, ArgumentChange, argument_changes
 from tests import factories
 from tests.factories import Suspended, append_events, suspended_execution, text_run_events
 

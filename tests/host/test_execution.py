@@ -18,6 +18,7 @@ from runs.models import (
     CheckpointKind,
     DeferredRequest,
     DeferredStatus,
+    DroppedCancelRequest,
     Execution,
     ExecutionStatus,
     Run,
@@ -28,7 +29,10 @@ from runs.models import (
     ToolDispatch,
     Verdict,
 )
-from runs.services import cancellation, checkpoints, executions, forks, journal, leases, recovery, runner
+from runs.services.lifecycle import Answer, cancellation, executions, forks, submit_decisions
+from runs.services.recovery import recovery
+from runs.services.store import checkpoints, journal, leases
+from runs.services.worker import runner
 from tests import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_recovery_backoff")]
@@ -270,10 +274,86 @@ def test_a_cancel_request_reaches_the_running_worker(demo_thread):
     assert run.status == RunStatus.CANCELLED and run.execution.status == ExecutionStatus.CANCELLED
 
 
+def cancel_at_the_first_checkpoint(monkeypatch, user) -> list[str]:
+    """Ask to cancel the run's execution once its first checkpoint is stored (in a transaction of its own, while
+    it runs); returns the execution's status as the request found it."""
+    real = checkpoints.record
+    found: list[str] = []
+
+    def record(run, state, **kwargs):
+        stored = real(run, state, **kwargs)
+        monkeypatch.setattr(checkpoints, "record", real)
+        execution = Execution.objects.get(pk=run.execution_id)
+        found.append(execution.status)
+        cancellation.cancel_execution(execution, user=user)
+        return stored
+
+    monkeypatch.setattr(checkpoints, "record", record)
+    return found
+
+
+def test_a_cancel_request_the_run_never_saw_is_dropped_when_it_suspends(demo_thread, monkeypatch, django_user_model):
+    """A request to stop running work must not stop the run that resumes after an approver's answer."""
+    # A heartbeat every 20 minutes: none sees the request before the run suspends.
+    factories.configure_policy(lease_seconds=3600)
+    viewer = django_user_model.objects.create_user("viewer")  # may stop running work, may not decide
+    run = start(demo_thread, "deploy the release")
+    found = cancel_at_the_first_checkpoint(monkeypatch, viewer)
+
+    assert runner.execute_run(run.pk) == "suspended"
+
+    assert found == [ExecutionStatus.RUNNING]
+    execution = Execution.objects.get(pk=run.execution_id)
+    assert execution.status == ExecutionStatus.WAITING
+    assert (execution.cancel_requested, execution.cancelled_by, execution.cancelled_at) == (False, None, None)
+    dropped = DroppedCancelRequest.objects.get(execution=execution)
+    assert (dropped.run, dropped.requested_by) == (run, viewer) and dropped.requested_at <= dropped.dropped_at
+
+    request = DeferredRequest.objects.get(execution=execution)
+    submission = submit_decisions(
+        execution,
+        checkpoint_id=request.checkpoint_id,
+        key="approve-after-dropped-cancel",
+        answers=[Answer(request.tool_call_id, Verdict.APPROVED)],
+        user=factories.create_decider(django_user_model, "approver", "approver-password-1"),
+    )
+    execution.refresh_from_db()
+    assert execution.status == ExecutionStatus.QUEUED and not execution.cancel_requested, "nothing to inherit"
+    assert runner.execute_run(submission.resume_run.pk) == "completed"
+
+    execution.refresh_from_db()
+    assert (execution.status, execution.cancelled_at) == (ExecutionStatus.COMPLETED, None)
+    assert dispatches("deploy_release") == [request.tool_call_id]
+    assert list(execution.runs.order_by("number").values_list("status", flat=True)) == [
+        RunStatus.SUSPENDED,
+        RunStatus.COMPLETED,
+    ]
+    assert DroppedCancelRequest.objects.filter(execution=execution).count() == 1
+
+
+def test_a_cancel_request_a_heartbeat_sees_before_the_run_suspends_still_cancels(
+    demo_thread, monkeypatch, django_user_model
+):
+    # A heartbeat every third of a second, while the slow step before the deploy takes 10 seconds.
+    factories.configure_policy(lease_seconds=1)
+    viewer = django_user_model.objects.create_user("viewer")
+    run = start(demo_thread, "a slow 10 step, then deploy the release")
+    found = cancel_at_the_first_checkpoint(monkeypatch, viewer)
+
+    assert runner.execute_run(run.pk) == "cancelled"
+
+    assert found == [ExecutionStatus.RUNNING]
+    execution = Execution.objects.get(pk=run.execution_id)
+    assert (execution.status, execution.cancelled_by) == (ExecutionStatus.CANCELLED, viewer)
+    assert not DeferredRequest.objects.filter(execution=execution).exists()
+    assert not DroppedCancelRequest.objects.exists()
+    assert dispatches("deploy_release") == []
+
+
 def test_cancelling_a_waiting_execution_closes_its_open_requests(django_user_model):
     from django.contrib.auth.models import Permission
 
-    from runs.services.approvals import Answer, SubmissionRejected, submit_decisions
+    from runs.services.lifecycle import SubmissionRejected
     from tests.factories import suspended_execution
 
     waiting = suspended_execution()
@@ -403,7 +483,7 @@ def test_the_database_allows_one_active_execution_per_thread_and_one_leased_run_
 def test_the_journal_prefix_rebuilds_the_runs_projection(demo_thread):
 
     from observers.agui import HarnessAguiStreamObserver
-    from runs.services.projection import dump_event
+    from runs.services.timeline import dump_event
 
     run = start(demo_thread, "research the outage")
     runner.execute_run(run.pk)
@@ -454,7 +534,7 @@ def test_an_external_question_is_stored_as_a_question_request(demo_thread):
 
 
 def test_closing_a_lane_that_died_inside_a_delegation_ends_the_child_too(demo_thread, monkeypatch):
-    from runs.services.projection import RunProjection
+    from runs.services.timeline import RunProjection
 
     real = RunProjection.record
 

@@ -26,8 +26,8 @@ from runs.harness import (
     encode_item,
 )
 from runs.models import JournalEntry, Run, TimelineEvent
-from runs.services import journal, leases
-from runs.services.projection import RunProjection
+from runs.services.store import journal, leases
+from runs.services.timeline import RunProjection
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -320,7 +320,7 @@ def test_a_row_the_database_refuses_is_a_django_integrity_error_and_changes_noth
 def test_live_frames_are_the_frames_a_replay_reads(django_capture_on_commit_callbacks, settings):
     from channels.layers import get_channel_layer
 
-    from runs.services.read_side import frames_after
+    from runs.services.timeline import frames_after
     from tests import recording_layer
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": recording_layer.BACKEND}}

@@ -8,7 +8,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from runs.models import Execution, Thread
-from runs.services import executions
+from runs.services.lifecycle import executions
 from tests import factories
 
 MIGRATION = ("runs", "0012_masked_inputs_and_titles")

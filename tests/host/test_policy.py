@@ -22,7 +22,7 @@ from pydantic_ai.models.function import FunctionModel
 from runs.harness import ApprovalRule, ArgumentCondition, parse_approval_rules
 from runs.harness._recovery import prepare_tool_recovery
 from runs.models import HostPolicy, HostPolicyVersion
-from runs.services.policy import (
+from runs.services.store import (
     approval_capability,
     approval_reason,
     expiry_for,

@@ -17,15 +17,39 @@ from tests.services import ROOT, free_port
 
 pytestmark = pytest.mark.postgres
 
-PG_BIN = Path(os.environ.get("POSTGRES_BIN", "/usr/lib/postgresql/15/bin"))
+
+def installed_postgres_bin(root: Path = Path("/usr/lib/postgresql")) -> Path | None:
+    """POSTGRES_BIN, else the newest server Debian installed (`<root>/<version>/bin`); None without one."""
+    if configured := os.environ.get("POSTGRES_BIN"):
+        return Path(configured)
+    found = root.glob("*/bin/initdb")
+    newest = max(
+        found, key=lambda initdb: [int(part) for part in initdb.parts[-3].split(".") if part.isdigit()], default=None
+    )
+    return newest.parent if newest is not None else None
+
+
+PG_BIN = installed_postgres_bin()
 HOST_TESTS = [
     "tests/host/test_journal.py",
     "tests/host/test_execution.py",
     "tests/host/test_concurrent_sweeps.py",
     "tests/host/test_policy_limits_migration.py",
+    "tests/host/test_digest_and_cancel_migration.py",
+    "tests/host/test_token_expiry_migration.py",
     # Host-managed children take row locks (child before parent), which SQLite does not.
     "tests/host/test_children.py",
 ]
+
+
+def test_the_newest_installed_server_is_found_whatever_its_version(tmp_path, monkeypatch):
+    monkeypatch.delenv("POSTGRES_BIN", raising=False)
+    assert installed_postgres_bin(tmp_path) is None
+    for version in ("9.6", "15", "16", "common"):
+        (tmp_path / version / "bin").mkdir(parents=True)
+    for version in ("9.6", "15", "16"):
+        (tmp_path / version / "bin" / "initdb").touch()
+    assert installed_postgres_bin(tmp_path) == tmp_path / "16" / "bin"
 
 
 def _as_postgres_user(argv: list[str]) -> list[str]:
@@ -35,8 +59,8 @@ def _as_postgres_user(argv: list[str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def postgres_url() -> Iterator[str]:
-    if not (PG_BIN / "initdb").exists():
-        pytest.skip(f"PostgreSQL server binaries not found in {PG_BIN}")
+    if PG_BIN is None or not (PG_BIN / "initdb").exists():
+        pytest.skip(f"PostgreSQL server binaries not found in {PG_BIN or '/usr/lib/postgresql/*/bin'}; run bin/setup")
     root = Path(tempfile.mkdtemp(prefix="harness-pg-"))
     root.chmod(0o755)
     (root / "sock").mkdir()

@@ -13,8 +13,8 @@ from django.db.models import TextField
 from django.db.models.functions import Cast
 
 from runs.models import TimelineEvent
-from runs.services import leases, publishing
-from runs.services.projection import RunProjection
+from runs.services.store import leases
+from runs.services.timeline import RunProjection, publishing
 from tests import factories, recording_layer
 
 pytestmark = pytest.mark.django_db

@@ -14,8 +14,9 @@ from rq.job import JobStatus
 from rq.serializers import JSONSerializer
 
 from runs.models import ExecutionStatus
-from runs.services import executions, queueing
-from runs.services.queued_jobs import HostJob
+from runs.services.lifecycle import executions
+from runs.services.store import queueing
+from runs.services.store.queued_jobs import HostJob
 from tests import factories
 from tests.services import wait_until
 

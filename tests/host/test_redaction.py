@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from unittest import mock
 
 import pytest
 from ag_ui.core import (
@@ -20,14 +25,17 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 from django.apps import apps
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic_ai import ToolCallPart
 
 from agui_api.answers import interrupt_of
 from observers.agui import FRAGMENT_EVENT_NAME, CustomEventAssembler, fragment_custom_event
 from runs.models import Decision
-from runs.services.executions import current_policy_version
-from runs.services.policy import parse_redact_patterns
-from runs.services.redaction import REDACTED, Redactor, TimelineRedactor, dump_event, restore_redacted
+from runs.services.lifecycle import current_policy_version
+from runs.services.store import parse_redact_patterns
+from runs.services.timeline import REDACTED, Redactor, TimelineRedactor, dump_event, redaction, restore_redacted
+from runs.services.timeline.redaction import MAX_KEY_CHARS
 from tests import factories
 from tests.factories import suspended_execution
 
@@ -107,6 +115,97 @@ def test_text_split_across_message_deltas_is_masked_and_streams_stay_apart():
     by_message = {"m1": "".join(d for d, e in zip(deltas, events, strict=True) if e.message_id == "m1" and d)}
     assert by_message["m1"] == f"Here: password: {REDACTED} and more"
     assert deltas[5] == " is a word"
+
+
+MEGABYTE = 1_000_000
+ADVERSARIAL = {
+    "word characters": "a" * MEGABYTE,
+    "words joined by dashes": "a-" * (MEGABYTE // 2),
+    "dashes": "-" * MEGABYTE,
+    "dots": "." * MEGABYTE,
+    "digits before a letter": "1" * MEGABYTE + "a",
+    "keys after keys": "a=" * (MEGABYTE // 2),
+    "quotes": '"' * MEGABYTE,
+    "escaped quotes": '\\"' * (MEGABYTE // 2),
+    "quoted keys without a separator": '"a"' * (MEGABYTE // 3),
+    "a key and spaces": "a" + " " * MEGABYTE,
+    "opening brackets": "[" * MEGABYTE,
+}
+# The key as first written, tried from every position: what it finds defines a key; it costs the square of a run.
+PLAIN_KEY = re.compile(r"""(?P<q>\\?["']|)(?P<key>[A-Za-z_][\w.-]*)(?P=q)\s*[:=]\s*""")
+PIECES = ["a", "Z", "_", "9", "٣", "é", ".", "-", "=", ":", " ", "\n", '"', "'", "\\", "{", "}", "[", "]", ","]
+
+
+@contextmanager
+def finishing_within(seconds: int) -> Iterator[None]:
+    """Fails the block if it still runs after `seconds`: SIGALRM interrupts even a running regex search."""
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
+def test_masking_a_megabyte_of_adversarial_text_takes_linear_work(text):
+    """Not a timing: a key searched from every position of a run took hours on a megabyte (40k: 19 s); linear
+    work takes about a second, far inside the guard."""
+    with finishing_within(60):
+        assert SECRETS.text(text) == text
+    with finishing_within(60):
+        assert SECRETS.text(f"token=s3cret {text}") == f"token={REDACTED} {text}"
+
+
+def test_a_policy_pattern_is_never_searched_over_a_key_longer_than_any_name():
+    """`api.*key` costs the square of the key it searches, and a key in text is a whole run of key characters:
+    a key longer than MAX_KEY_CHARS is judged secret without a search (masking more, never less)."""
+    quadratic = Redactor(parse_redact_patterns(["api.*key"]))
+    long_key = "api" * (MEGABYTE // 3)
+    with finishing_within(60):
+        assert quadratic.text(f"{long_key}=s3cret and more") == f"{long_key}={REDACTED} and more"
+    at_most = "x" * MAX_KEY_CHARS
+    shown = quadratic.value({at_most: 1, at_most + "x": 2, "api_key": 3})
+    assert shown == {at_most: 1, at_most + "x": REDACTED, "api_key": REDACTED}
+    assert Redactor(()).value({at_most + "x": 2}) == {at_most + "x": 2}
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.lists(st.sampled_from([*PIECES, "pass", "token", "api_key", "k"]), max_size=40).map("".join),
+    cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=4),
+)
+def test_the_linear_key_finds_exactly_what_a_search_from_every_position_finds(text, cuts):
+    """In one text and in deltas cut anywhere: the anchored, possessive key changes the cost, not the result."""
+    cuts = sorted({cut for cut in cuts if 0 < cut < len(text)})
+    deltas = [text[start:end] for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    events = [TextMessageContentEvent(message_id="m1", delta=delta) for delta in deltas if delta]
+
+    def shown() -> tuple[str, list[str]]:
+        return SECRETS.text(text), [event["delta"] for event in stored(*events)]
+
+    with mock.patch.object(redaction, "_KEY", PLAIN_KEY):
+        expected = shown()
+    assert shown() == expected
+
+
+def test_text_and_values_nested_deeper_than_the_stack_are_masked_not_an_error():
+    """JSON in text is masked structurally; nested beyond the recursion limit, it is masked as text instead
+    (a 1,200-character input was enough to fail a page or a run)."""
+    brackets = "[" * 600 + '{"token": "s3cret"}' + "]" * 600
+    assert SECRETS.text(brackets) == "[" * 600 + f'{{"token": "{REDACTED}"}}' + "]" * 600
+    assert SECRETS.text("[" * MEGABYTE) == "[" * MEGABYTE
+    nested: list = []
+    innermost = nested
+    for _ in range(5000):
+        innermost.append([])
+        innermost = innermost[0]
+    assert SECRETS.value({"rows": nested, "token": "s3cret"}) == REDACTED
 
 
 def test_every_event_type_is_masked_but_ids_names_and_envelopes_are_kept():

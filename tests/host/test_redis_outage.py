@@ -21,7 +21,7 @@ from runs.models import (
     StartSubmission,
     Thread,
 )
-from runs.services import executions
+from runs.services.lifecycle import executions
 from tests.http_session import HIDDEN_FIELD, HttpSession
 from tests.outage_stack import Outage, use_short_leases
 from tests.services import wait_until

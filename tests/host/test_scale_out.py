@@ -30,7 +30,7 @@ from websockets.exceptions import InvalidHandshake, WebSocketException
 
 from runs.demo_profile import ensure_demo_profile
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, ToolDispatch
-from runs.services import executions
+from runs.services.lifecycle import executions
 from tests import factories
 from tests.host.test_execution import assert_contiguous
 from tests.services import DaphneServer, ManagedProcess, RedisServer, RQWorker, child_pids, service_env

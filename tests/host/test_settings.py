@@ -5,6 +5,7 @@ Settings are read once per process, so the cases about the environment run Djang
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -91,6 +92,44 @@ def test_a_value_that_does_not_parse_is_a_problem_and_never_a_guess(read, raw):
     assert problem.startswith(f"X={raw!r} in the environment: it must be ")
 
 
+def test_a_list_is_stripped_of_spaces_and_empty_items():
+    environment = Environment({"HOSTS": " a.example, b.example ,, ", "EMPTY": ""})
+    assert environment.items("HOSTS", "x") == ["a.example", "b.example"]
+    assert environment.items("EMPTY", "x") == []
+    assert environment.items("UNSET", "c.example,d.example") == ["c.example", "d.example"]
+    assert environment.names == ["HOSTS", "EMPTY", "UNSET"]
+
+
+LISTS_OF_ONE_PROCESS = """
+import json, django
+django.setup()
+from django.conf import settings
+from django.test import RequestFactory
+print(json.dumps([settings.ALLOWED_HOSTS, settings.CSRF_TRUSTED_ORIGINS, settings.HARNESS_TOOLSETS]))
+print(RequestFactory().get("/", HTTP_HOST="b.example").get_host())
+"""
+
+
+def test_lists_from_the_environment_take_spaces_and_a_trailing_comma(tmp_path):
+    completed = run_django(
+        ["-c", LISTS_OF_ONE_PROCESS],
+        tmp_path,
+        SECRET_KEY="k" * 50,
+        ALLOWED_HOSTS="a.example, b.example,",
+        CSRF_TRUSTED_ORIGINS=" https://a.example , https://b.example",
+        HARNESS_TOOLSETS="runs.harness.demo.toolset, ",
+    )
+    assert completed.returncode == 0, completed.stderr
+    lists, host = completed.stdout.splitlines()
+    assert json.loads(lists) == [
+        ["a.example", "b.example"],
+        ["https://a.example", "https://b.example"],
+        ["runs.harness.demo.toolset"],
+    ]
+    # Django compares the Host header with the list as it is: a host with a leading space would never match.
+    assert host == "b.example"
+
+
 def test_the_default_settings_pass_the_check():
     assert check_settings() == []
 
@@ -135,10 +174,9 @@ def test_every_setting_the_host_reads_is_declared():
     assert harness_names <= set(vars(settings_module))
 
 
-def test_every_environment_variable_is_in_the_readme_table():
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Configuration", 1)[1]
-    table = next(block for block in section.split("\n\n") if block.startswith("| variable"))
+def test_every_environment_variable_is_in_the_configuration_table():
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    table = next(block for block in page.split("\n\n") if block.startswith("| variable"))
     documented = {name for row in table.splitlines() for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", row.split("|")[1])}
     run_variables = set(re.findall(r"\b(HARNESS_[A-Z_]+|REDIS_PORT)\b", (ROOT / "bin/run").read_text()))
     assert set(settings_module.HARNESS_ENVIRONMENT_NAMES) | run_variables <= documented

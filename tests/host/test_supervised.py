@@ -10,7 +10,7 @@ import pytest
 
 from runs.demo_profile import ensure_demo_profile
 from runs.models import ExecutionStatus
-from runs.services import executions
+from runs.services.lifecycle import executions
 from tests.services import Supervised, service_env, wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]

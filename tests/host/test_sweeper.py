@@ -13,8 +13,9 @@ from django.utils import timezone
 
 from runs.management.commands.harness_recover import sole_sweeper_on_sqlite
 from runs.models import Execution, ExecutionStatus, HostPolicyVersion, Run, RunStatus, TimelineEvent
-from runs.services import queueing, recovery, runner, sweeper_passes
-from runs.services.sweep_failures import SWEEP_FAILED
+from runs.services.recovery import SWEEP_FAILED, recovery, sweeper_passes
+from runs.services.store import queueing
+from runs.services.worker import runner
 from tests import factories
 from tests.host.conftest import DEMO_TOOLS
 from tests.host.test_execution import Crash, crash_at_model_request, expire_leases

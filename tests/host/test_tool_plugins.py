@@ -7,7 +7,8 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from runs.models import ExecutionStatus, RunStatus, ToolDispatch
-from runs.services import executions, toolbox
+from runs.services.lifecycle import executions
+from runs.services.store import toolbox
 from tests import factories
 from tests.services import RedisServer, RQWorker, running, service_env, wait_until
 

@@ -10,7 +10,8 @@ from django.core.management import call_command
 
 from runs.demo_profile import ensure_demo_profile
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, Run, RunReason, RunStatus, ToolDispatch
-from runs.services import executions, recovery
+from runs.services.lifecycle import executions
+from runs.services.recovery import recovery
 from tests import factories
 from tests.host.test_execution import assert_contiguous
 

@@ -16,9 +16,8 @@ from runs.models import (
     ToolDispatch,
     Verdict,
 )
-from runs.services import executions
-from runs.services.approvals import Answer, submit_decisions
-from runs.services.providers import NO_KEY
+from runs.services.lifecycle import Answer, executions, submit_decisions
+from runs.services.store.providers import NO_KEY
 from tests import factories
 from tests.providers.openai_compatible import ANSWER_CHUNKS, USAGE, OpenAICompatibleServer, ProviderScript
 from tests.services import RedisServer, RQWorker, free_port, running, service_env, wait_until

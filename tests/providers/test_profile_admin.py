@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from runs.harness import RunError
 from runs.models import AgentProfile
-from runs.services.providers import ModelChoice, build_model
+from runs.services.store.providers import ModelChoice, build_model
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,5 @@
-"""The official `@ag-ui/client` HttpAgent (node) against the live daphne: run, interrupt, resume, question."""
+"""The official `@ag-ui/client` HttpAgent (node) against the live daphne: run, interrupt, resume, question, and
+refusals (a denied approval, a cancelled question) that still answer their calls."""
 
 from __future__ import annotations
 
@@ -51,3 +52,26 @@ def test_http_agent_runs_is_interrupted_resumes_and_answers_a_question(live_stac
     )
     answer = Decision.objects.get(request__tool_call_id=summary["question"]["id"])
     assert (answer.verdict, answer.result) == ("answered", "production")
+
+
+def test_http_agent_gets_a_result_for_a_denied_and_a_cancelled_call(live_stack, operator_user):
+    node = require_client()
+    demo_profile()
+    done = subprocess.run(
+        [node, str(HERE / "http_agent_refusals.mjs"), live_stack.base_url, token_for(operator_user), "httpagent_2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    refused = json.loads(done.stdout)["refused"]
+    assert [(call["reason"], call["content"]) for call in refused] == [
+        ("approval", "Not today."),
+        ("question", "Cancelled by the client."),
+    ]
+    verdicts = Decision.objects.filter(request__tool_call_id__in=[call["toolCallId"] for call in refused])
+    assert sorted(verdicts.values_list("request__tool_name", "verdict")) == [
+        ("ask_operator", "denied"),
+        ("deploy_release", "denied"),
+    ]

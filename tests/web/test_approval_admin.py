@@ -8,9 +8,8 @@ import pytest
 from django.urls import reverse
 
 from runs.models import AgentProfile, Execution, HostPolicy, HostPolicyVersion
-from runs.services import toolbox
-from runs.services.executions import create_thread, current_policy_version
-from runs.services.policy import POLICY_VERSION_FIELDS
+from runs.services.lifecycle import create_thread, current_policy_version
+from runs.services.store import POLICY_VERSION_FIELDS, toolbox
 
 pytestmark = pytest.mark.django_db
 

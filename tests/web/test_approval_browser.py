@@ -17,7 +17,7 @@ from runs.models import (
     ToolDispatch,
     Verdict,
 )
-from runs.services import executions
+from runs.services.lifecycle import executions
 from tests import factories
 from tests.conftest import log_in
 from tests.services import wait_until

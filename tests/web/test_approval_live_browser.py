@@ -14,9 +14,8 @@ from playwright.sync_api import expect
 
 from runs.approval_views import INBOX_PAGE_SIZE
 from runs.models import DeferredRequest, Execution, ExecutionStatus, Thread, Verdict
-from runs.services import cancellation, executions
-from runs.services.approvals import Answer, expire_overdue_requests, submit_decisions
-from runs.services.publishing import publish_approvals_changed
+from runs.services.lifecycle import Answer, cancellation, executions, expire_overdue_requests, submit_decisions
+from runs.services.timeline.publishing import publish_approvals_changed
 from tests import factories
 from tests.conftest import log_in
 from tests.factories import create_decider
@@ -81,7 +80,7 @@ def test_a_decision_is_an_item_with_the_editor_s_name_the_argument_diff_and_each
     expect(edited.locator(".arg-diff del")).to_have_text('"REC-42"')
     expect(edited.locator(".arg-diff ins")).to_have_text('"REC-7"')
     expect(decision.locator(".verdict-denied .decision-message")).to_have_text("No searching today.")
-    # The denied call keeps its card (the resume run never shows it again), now with its outcome.
+    # The denied call's own card gets its outcome (its result shows in the resumed run's lane).
     denied_card = operator_page.locator(".item-tool.outcome-denied", has_text="search_records")
     expect(denied_card.locator(".outcome-text")).to_have_text("denied by editor: No searching today.")
     expect(operator_page.locator(".interrupt-link")).to_have_count(0)

@@ -14,8 +14,8 @@ from pydantic_ai import ToolCallPart
 
 from runs import approval_views
 from runs.models import Decision, DecisionSubmission, DeferredStatus, ExecutionStatus, HostPolicy
-from runs.services.approvals import MAX_VALUE_BYTES
-from runs.services.policy import publish_policy_version
+from runs.services.lifecycle import MAX_VALUE_BYTES
+from runs.services.store import publish_policy_version
 from tests.factories import Suspended, suspended_execution
 
 pytestmark = pytest.mark.django_db

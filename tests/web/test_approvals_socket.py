@@ -11,7 +11,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
 from runs.models import DeferredRequest, DeferredStatus
-from runs.services.publishing import APPROVALS_GROUP
+from runs.services.timeline import APPROVALS_GROUP
 from tests.factories import suspended_execution
 from tests.web.test_timeline_socket import as_user
 

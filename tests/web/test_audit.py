@@ -1,22 +1,25 @@
-"""The audit: JSON (not Python repr), links to thread, execution and runs, cancellations, and a CSV export."""
+"""The audit: JSON (not Python repr), links to thread, execution and runs, keyed digests, cancellations (and
+dropped cancel requests), and a CSV export."""
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import transaction
 from django.urls import reverse
 from pydantic_ai import ToolCallPart
 
 from runs import approval_views
 from runs.models import Decision
-from runs.services import cancellation
-from runs.services.approvals import Answer, submit_decisions
-from runs.services.audit import CSV_COLUMNS
-from runs.services.redaction import REDACTED
+from runs.services.lifecycle import Answer, args_digest, cancellation, submit_decisions
+from runs.services.lifecycle.approvals import canonical_json
+from runs.services.reports import CSV_COLUMNS
+from runs.services.timeline import REDACTED
 from tests import factories
 from tests.factories import suspended_execution
 
@@ -136,3 +139,46 @@ def test_cancellations_are_listed_with_who_cancelled(client, operator_user):
 
     assert "audit-cancellations" in page and f'href="/executions/{running.pk}/"' in page
     assert operator_user.username in page.split("<h2>Cancellations</h2>")[1]
+
+
+def test_the_digest_shown_is_keyed_so_it_cannot_confirm_a_guess_of_masked_arguments(
+    client, admin_client, operator_user, decided
+):
+    pay = Decision.objects.get(request__tool_call_id="call-pay")
+    unkeyed = hashlib.sha256(canonical_json(pay.approved_args).encode()).hexdigest()
+    client.force_login(operator_user)
+
+    page = client.get(reverse("runs:approval_audit")).content.decode()
+    exported = list(csv.DictReader(io.StringIO(client.get(EXPORT).content.decode())))
+    admin_pages = (
+        admin_client.get(reverse("admin:runs_decision_changelist")).content.decode()
+        + admin_client.get(reverse("admin:runs_decision_change", args=[pay.pk])).content.decode()
+    )
+
+    assert pay.args_digest == args_digest({"to": "acme-secret", "amount": 50}) != unkeyed
+    assert pay.args_digest[:16] in page and pay.args_digest in admin_pages
+    assert next(row["args_digest"] for row in exported if row["tool_call_id"] == "call-pay") == pay.args_digest
+    for shown in (page, admin_pages, client.get(EXPORT).content.decode()):
+        assert unkeyed[:16] not in shown
+
+
+def test_a_cancel_request_dropped_because_the_run_suspended_first_is_listed_with_who_asked(
+    client, operator_user, django_user_model
+):
+    run, _ = factories.leased_run()
+    viewer = django_user_model.objects.create_user("viewer")
+    cancellation.cancel_execution(run.execution, user=viewer)
+    with transaction.atomic():
+        cancellation.drop_unseen_request(run.execution_id, run.pk)
+    client.force_login(operator_user)
+
+    section = client.get(reverse("runs:approval_audit")).content.decode().split("<h2>Cancellations</h2>")[1]
+    by_operator = client.get(reverse("runs:approval_audit"), {"user": operator_user.pk}).content.decode()
+    execution_page = client.get(reverse("runs:execution", args=[run.execution_id])).content.decode()
+
+    assert "No cancellations match." in section, "the request did not cancel anything"
+    dropped = section.split("audit-dropped-cancels")[1].split("</table>")[0]
+    assert "viewer" in dropped and f'href="/executions/{run.execution_id}/"' in dropped
+    assert f'href="/runs/{run.pk}/">run 1</a> suspended first' in dropped
+    assert "audit-dropped-cancels" not in by_operator
+    assert "Cancel request dropped" in execution_page and "by viewer" in execution_page

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from runs.models import Decision, DeferredStatus, ExecutionStatus, TimelineEvent, Verdict
-from runs.services.approvals import CANCEL_MESSAGE
-from runs.services.decision_items import DECISION_EVENT_NAME
+from runs.services.lifecycle import CANCEL_MESSAGE
+from runs.services.timeline import DECISION_EVENT_NAME
 from tests import factories
 from tests.factories import suspended_execution
 

@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from runs.demo_profile import ensure_demo_profile
 from runs.models import Execution, ExecutionStatus
-from runs.services import executions
+from runs.services.lifecycle import executions
 from tests.services import wait_until
 
 

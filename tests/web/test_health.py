@@ -12,7 +12,7 @@ from django.db import OperationalError, connection
 from django.utils import timezone
 from rq import Queue
 
-from runs.services import sweeper_passes
+from runs.services.recovery import sweeper_passes
 from tests.outage_stack import Outage, use_short_leases
 from tests.services import free_port, wait_until
 
@@ -76,7 +76,7 @@ def test_pages_need_a_login(client):
 @pytest.mark.django_db
 def test_the_approvals_link_counts_waiting_requests(client, operator_user):
     from runs.models import Checkpoint, DeferredRequest, DeferredStatus
-    from runs.services.checkpoints import digest_of
+    from runs.services.store.checkpoints import digest_of
     from tests.factories import make_execution, make_run
 
     client.force_login(operator_user)

@@ -14,13 +14,15 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
-from pydantic_ai import ToolCallPart
+from pydantic_ai import ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 
 from observers.routing import websocket_urlpatterns
-from runs.models import AgentProfile, Checkpoint, DecisionSubmission, Execution, HostPolicy, Thread
-from runs.services import executions
+from runs.models import AgentProfile, Checkpoint, CheckpointKind, DecisionSubmission, Execution, HostPolicy, Thread
+from runs.services.lifecycle import executions
+from runs.services.store import checkpoints
+from runs.validators import MAX_INPUT_CHARS
 from tests import factories
-from tests.agui_http import run_input
+from tests.agui_http import bearer, run_input
 from tests.factories import demo_profile, suspended_execution
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -228,7 +230,7 @@ def test_a_new_execution_refuses_hostile_input(client_in, profile, text):
 
 @pytest.mark.parametrize("title", HOSTILE_LINE.values(), ids=HOSTILE_LINE.keys())
 def test_a_fork_refuses_a_hostile_title(client_in, profile, title):
-    from runs.services.executions import create_thread
+    from runs.services.lifecycle import create_thread
 
     thread = create_thread(profile, title="origin")
     checkpoint = Checkpoint.objects.get(thread=thread)
@@ -433,6 +435,67 @@ def test_the_agui_endpoint_refuses_text_no_database_can_store(client_in, thread_
     assert response.status_code == 400
     assert json.loads(response.content)["error"] == "invalid_input"
     assert not Thread.objects.exists()
+
+
+AGUI_PROMPTS = {
+    "terminal escape": (HOSTILE_TEXT["terminal escape"], "user_message_control_character"),
+    "bell": (HOSTILE_TEXT["bell"], "user_message_control_character"),
+    "one character over the forms' limit": ("x" * (MAX_INPUT_CHARS + 1), "user_message_too_long"),
+    "one megabyte": (MEGABYTE, "user_message_too_long"),
+}
+
+
+@pytest.mark.parametrize(("text", "code"), AGUI_PROMPTS.values(), ids=AGUI_PROMPTS.keys())
+def test_the_agui_endpoint_refuses_a_prompt_the_forms_refuse(client_in, text, code):
+    demo_profile()
+    response = client_in.post("/agui/demo/", json.dumps(run_input("agui_prompt", "r1", text)), "application/json")
+    assert response.status_code == 400
+    assert json.loads(response.content)["error"] == code
+    assert not Thread.objects.exists()
+
+
+def test_a_history_mismatch_says_how_the_histories_differ_never_what_the_thread_holds(viewer):
+    """Any token holder who knows a threadId may post a made-up history; the thread's prompts are real values."""
+    factories.configure_policy(redact_patterns=["password"])
+    thread = executions.create_thread(demo_profile(), thread_id="agui_secret")
+    held = [ModelRequest(parts=[UserPromptPart("deploy with password=hunter2")]), ModelResponse(parts=[TextPart("ok")])]
+    state = checkpoints.load(thread.selected_checkpoint).with_changes(message_history=held)
+    thread.selected_checkpoint = checkpoints.create(thread, state, kind=CheckpointKind.FORK)
+    thread.save(update_fields=["selected_checkpoint"])
+
+    body = json.dumps(run_input("agui_secret", "r1", "made up", "also made up", "now run this"))
+    response = Client().post("/agui/demo/", body, "application/json", headers=bearer(factories.token_for(viewer)))
+
+    assert response.status_code == 409
+    refusal = json.loads(response.content)
+    assert refusal["error"] == "history_mismatch"
+    assert refusal["details"] == [{"threadCount": 1, "sentCount": 2, "firstDifference": 0}]
+    assert "hunter2" not in response.content.decode() and "deploy with" not in response.content.decode()
+    assert not thread.executions.exists()
+
+
+def test_a_history_check_cannot_confirm_a_guessed_secret(viewer):
+    """Histories are compared masked: a wrong guess of a masked value is answered as the right one would be."""
+    factories.configure_policy(redact_patterns=["password"])
+    token = factories.token_for(viewer)
+
+    def post(history: str) -> tuple[int, str | None]:
+        thread = executions.create_thread(demo_profile())
+        held = [
+            ModelRequest(parts=[UserPromptPart("deploy with password=hunter2")]),
+            ModelResponse(parts=[TextPart("ok")]),
+        ]
+        state = checkpoints.load(thread.selected_checkpoint).with_changes(message_history=held)
+        thread.selected_checkpoint = checkpoints.create(thread, state, kind=CheckpointKind.FORK)
+        thread.save(update_fields=["selected_checkpoint"])
+        body = json.dumps(run_input(thread.thread_id, "r1", history, "now run this"))
+        response = Client().post("/agui/demo/", body, "application/json", headers=bearer(token))
+        return response.status_code, (
+            json.loads(response.content).get("error") if response.status_code >= 400 else None
+        )
+
+    assert post("deploy with password=wrong-guess") == post("deploy with password=hunter2") == (200, None)
+    assert post("deploy without it") == (409, "history_mismatch")
 
 
 @pytest.mark.parametrize("cursor", ["abc", "-1", str(HUGE), "1\x00"])

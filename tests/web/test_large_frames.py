@@ -14,8 +14,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from runs.protocol import PIECE_CHARS, event_frame_text, pieces
-from runs.services import read_side
-from runs.services.publishing import publish_frames
+from runs.services.timeline import publish_frames, read_side
 from tests import factories
 from tests.web.timeline_page import dom_positions, wait_until_drawn
 

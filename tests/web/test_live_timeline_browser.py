@@ -16,7 +16,8 @@ from playwright.sync_api import expect
 
 from runs.demo_profile import ensure_demo_profile
 from runs.models import Execution, TimelineEvent
-from runs.services import executions, policy
+from runs.services.lifecycle import executions
+from runs.services.store import policy
 from tests.services import ROOT
 from tests.web.timeline_page import dom_positions, screenshot, wait_until_drawn
 

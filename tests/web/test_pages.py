@@ -10,9 +10,11 @@ from ag_ui.core import ToolCallResultEvent
 from django.views.defaults import server_error
 
 from runs import views
-from runs.models import Checkpoint, Thread
-from runs.services import executions, forks, queueing
-from runs.services.read_side import format_duration
+from runs.demo_profile import ensure_demo_profile
+from runs.models import Checkpoint, Execution, Thread
+from runs.services.lifecycle import executions, forks
+from runs.services.store import queueing
+from runs.services.timeline import format_duration
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -30,6 +32,24 @@ def test_pages_need_a_login(client):
         response = client.get(url)
         assert response.status_code == 302
         assert response["Location"].startswith("/login/")
+
+
+def test_an_empty_threads_page_says_how_to_fill_it(client_in):
+    body = client_in.get("/").content.decode()
+    assert "No threads yet." in body
+    assert "Create an agent profile first" in body and "manage.py harness_profile" in body
+    assert "manage.py harness_demo" in body
+
+    ensure_demo_profile()
+    body = client_in.get("/").content.decode()
+    assert "Start one with <b>New thread</b> above" in body and "manage.py harness_demo" in body
+    # The form is open at once: there is nothing else on the page.
+    assert '<details class="new-thread" open>' in body
+
+    factories.make_thread("Something")
+    body = client_in.get("/").content.decode()
+    assert "No threads yet." not in body and '<details class="new-thread">' in body
+    assert "No thread matches." in client_in.get("/", {"q": "nothing like it"}).content.decode()
 
 
 def test_threads_list_searches_filters_and_pages(client_in):
@@ -75,6 +95,19 @@ def test_the_thread_search_matches_inputs_as_shown_never_a_masked_secret(client_
         assert list(client_in.get("/", {"q": term}).context["page"]) == [], term
     for term in ("deploy the site", "tonight", "api_key=[redacted]"):
         assert [t.pk for t in client_in.get("/", {"q": term}).context["page"]] == [thread.pk], term
+
+
+def test_pages_show_the_input_as_masked_when_it_started_instead_of_masking_it_on_every_view(client_in):
+    """Masking a 20,000-character input cost each view of its execution or thread as much as its start did."""
+    factories.configure_policy(redact_patterns=["api_key"])
+    thread = executions.create_thread(factories.make_thread().profile, title="Deploy")
+    execution = executions.start_execution(thread, "deploy the site with api_key=SECRET-4711 tonight")
+    # A mark masking never writes shows which text a page reads.
+    Execution.objects.filter(pk=execution.pk).update(shown_input="deploy the site with api_key=[as stored] tonight")
+
+    for url in (f"/executions/{execution.pk}/", f"/threads/{thread.pk}/"):
+        body = client_in.get(url).content.decode()
+        assert "api_key=[as stored]" in body and "SECRET-4711" not in body and "api_key=[redacted]" not in body, url
 
 
 def test_a_thread_title_made_from_a_prompt_is_stored_masked_so_neither_pages_nor_search_show_the_secret(client_in):

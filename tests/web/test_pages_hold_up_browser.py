@@ -27,8 +27,8 @@ from pydantic_ai import ToolCallPart
 
 from runs.harness import HarnessRunResult, PendingDeferredCalls
 from runs.models import DeferredRequest, Execution
-from runs.services import runner
-from runs.services.checkpoints import load
+from runs.services.store.checkpoints import load
+from runs.services.worker import runner
 from tests import factories
 from tests.conftest import log_in
 from tests.factories import suspended_execution

@@ -12,8 +12,9 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 
 from runs.models import POLICY_VERSION_LIMITS, HostPolicy, HostPolicyVersion
-from runs.services import executions, runner
-from runs.services.policy import approval_reason, publish_policy_version
+from runs.services.lifecycle import executions
+from runs.services.store import approval_reason, publish_policy_version
+from runs.services.worker import runner
 from tests import factories
 from tests.web.test_approval_admin import change_url, policy_form
 

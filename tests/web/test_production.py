@@ -15,7 +15,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from runs.demo_operator import DEMO_PASSWORD, DEMO_USERNAME
-from tests.services import ROOT
+from runs.models import AgentProfile
+from runs.services.store import toolbox
+from tests.services import ROOT, free_port
 
 HEADERS_OF_ONE_REQUEST = """
 import django; django.setup()
@@ -85,16 +87,34 @@ def test_production_answers_only_over_https_with_hsts_csp_and_secure_cookies(tmp
     assert cookie_secure == "True"
 
 
-def test_production_refuses_to_serve_while_the_demo_password_works(tmp_path, transactional_db, settings):
-    env = production_env(tmp_path, DATABASE_URL=f"sqlite:///{settings.DATABASES['default']['NAME']}")
+# What each process of bin/run starts with: bin/run's own check before supervisord, then the web, worker and
+# sweeper processes. Each refuses by itself, so none of them starts and is restarted over and over.
+PROCESSES = {
+    "bin/run's check": ["manage.py", "check"],
+    "web (daphne)": ["-c", "import harness_site.asgi"],
+    "worker": ["manage.py", "rqworker", "default", "--burst"],
+    "sweeper": ["manage.py", "harness_recover"],
+}
+
+
+def test_production_refuses_to_start_any_process_while_the_demo_password_works(tmp_path, transactional_db, settings):
+    # Redis on a closed port: a process that got past the check would fail on something else.
+    env = production_env(
+        tmp_path,
+        DATABASE_URL=f"sqlite:///{settings.DATABASES['default']['NAME']}",
+        REDIS_URL=f"redis://127.0.0.1:{free_port()}/0",
+    )
     operator = get_user_model().objects.create_user(DEMO_USERNAME, password=DEMO_PASSWORD)
 
-    refused = run([sys.executable, "-c", "import harness_site.asgi"], env)
-    assert refused.returncode != 0
-    assert "still has the demo password" in refused.stderr
+    for name, argv in PROCESSES.items():
+        refused = run([sys.executable, *argv], env)
+        assert refused.returncode != 0, name
+        assert "the account 'operator' still has the demo password" in refused.stderr, (name, refused.stderr[-2000:])
+        assert "manage.py changepassword operator" in refused.stderr, name
 
     operator.set_password("a-real-password-42")
     operator.save()
+    assert run([sys.executable, "manage.py", "check"], env).returncode == 0
     assert run([sys.executable, "-c", "import harness_site.asgi"], env).returncode == 0
 
 
@@ -117,6 +137,28 @@ def test_setup_creates_the_demo_operator_once_and_never_promotes_it_again(capsys
     operator.refresh_from_db()
     assert not operator.is_superuser and not operator.is_staff
     assert operator.check_password("changed-password-7")
+
+
+@pytest.mark.django_db
+def test_setup_creates_the_demo_profile_once_and_leaves_it_as_it_is(capsys):
+    call_command("ensure_demo_profile")
+    assert "Created the agent profile 'demo'" in capsys.readouterr().out
+    profile = AgentProfile.objects.get(name="demo")
+    assert profile.model == "demo" and profile.enabled_tools == toolbox.tool_names()
+
+    profile.instructions = "Edited by an operator."
+    profile.save()
+    call_command("ensure_demo_profile")
+    assert "exists (left as it is)" in capsys.readouterr().out
+    assert AgentProfile.objects.get(name="demo").instructions == "Edited by an operator."
+
+
+@pytest.mark.django_db
+def test_production_setup_creates_no_demo_profile(settings, capsys):
+    settings.PRODUCTION = True
+    call_command("ensure_demo_profile")
+    assert "no demo profile" in capsys.readouterr().out
+    assert not AgentProfile.objects.exists()
 
 
 @pytest.mark.django_db

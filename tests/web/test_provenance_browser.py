@@ -10,7 +10,7 @@ from ag_ui.core import RunFinishedEvent, RunStartedEvent, ToolCallResultEvent
 from playwright.sync_api import expect
 
 from runs.models import Execution, ExecutionStatus, Run, RunStatus
-from runs.services import forks
+from runs.services.lifecycle import forks
 from tests import factories
 from tests.factories import suspended_execution
 from tests.web.timeline_page import wait_until_drawn
@@ -32,6 +32,7 @@ def forked_execution():
         thread=fork,
         number=1,
         input="go on",
+        shown_input="go on",
         status=ExecutionStatus.COMPLETED,
         policy_version=waiting.execution.policy_version,
     )

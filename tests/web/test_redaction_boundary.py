@@ -30,8 +30,8 @@ from runs.models import (
     TimelineEvent,
     ToolDispatch,
 )
-from runs.services import executions
-from runs.services.redaction import REDACTED
+from runs.services.lifecycle import executions
+from runs.services.timeline import REDACTED
 from tests import factories
 from tests.services import wait_until
 

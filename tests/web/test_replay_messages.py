@@ -7,7 +7,7 @@ import json
 import pytest
 
 from runs.protocol import PIECE_CHARS
-from runs.services import read_side
+from runs.services.timeline import read_side
 from tests import factories
 from tests.web.test_timeline_socket import as_user
 

@@ -16,7 +16,7 @@ from asgiref.sync import sync_to_async
 from websockets.asyncio.client import connect
 
 from runs.models import Execution
-from runs.services.publishing import publish_execution_status
+from runs.services.timeline import publish_execution_status
 from tests import factories
 from tests.outage_stack import Outage
 from tests.web.test_large_frames import cookie_of

@@ -20,7 +20,9 @@ from django.utils import timezone
 from harness_site.settings import channel_layer_config
 from runs.management.commands import harness_demo
 from runs.models import Checkpoint, Execution, ExecutionStatus, Run, RunStatus, StartSubmission, Thread
-from runs.services import executions, queueing, recovery, starts
+from runs.services.lifecycle import executions, starts
+from runs.services.recovery import recovery
+from runs.services.store import queueing
 from tests import factories
 from tests.factories import suspended_execution
 from tests.services import free_port

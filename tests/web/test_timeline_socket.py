@@ -16,8 +16,7 @@ from django.db import transaction
 from observers.execution_feeds import feed_for
 from observers.routing import websocket_urlpatterns
 from runs.models import Execution
-from runs.services import read_side
-from runs.services.publishing import execution_group
+from runs.services.timeline import execution_group, read_side
 from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)

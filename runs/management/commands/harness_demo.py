@@ -13,7 +13,9 @@ from django.core.management.base import BaseCommand
 
 from runs.demo_profile import ensure_demo_profile
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionTrigger
-from runs.services import executions, queueing, runner
+from runs.services.lifecycle import executions
+from runs.services.store import queueing
+from runs.services.worker import runner
 
 PROMPTS = (
     ("Record lookup", "Please look up REC-42 and search for related records."),

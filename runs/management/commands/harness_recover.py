@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from redis.exceptions import RedisError
 
-from runs.services import recovery, sweeper_passes
+from runs.services.recovery import recovery, sweeper_passes
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runs.demo_profile import DEMO_PROFILE, ensure_demo_profile
 from runs.models import AgentProfile, Execution, ExecutionStatus, TimelineEvent
-from runs.services import executions, queueing
+from runs.services.lifecycle import executions
+from runs.services.store import queueing
 from runs.terminal_text import printable
 
 _ENDED = (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED, ExecutionStatus.WAITING)

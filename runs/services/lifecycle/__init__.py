@@ -1,0 +1,53 @@
+"""An execution's life, above `timeline`: starting, resuming and forking work, Host-managed children, answering
+deferred requests (approvals) and cancelling."""
+
+from . import approvals, cancellation, executions, forks, starts
+from .approvals import (
+    CANCEL_MESSAGE,
+    EXPIRY_MESSAGE,
+    MAX_MESSAGE_CHARS,
+    MAX_VALUE_BYTES,
+    Answer,
+    SubmissionRejected,
+    args_digest,
+    can_decide,
+    expire_overdue_requests,
+    open_request_ids,
+    open_requests,
+    pending_requests,
+    pending_set,
+    submit_decisions,
+    tool_parameters_schema,
+)
+from .cancellation import cancel_execution
+from .children import MAX_CHILD_DEPTH
+from .executions import create_thread, current_policy_version
+from .starts import MAX_KEY_LENGTH
+
+__all__ = (
+    "CANCEL_MESSAGE",
+    "EXPIRY_MESSAGE",
+    "MAX_CHILD_DEPTH",
+    "MAX_KEY_LENGTH",
+    "MAX_MESSAGE_CHARS",
+    "MAX_VALUE_BYTES",
+    "Answer",
+    "SubmissionRejected",
+    "approvals",
+    "args_digest",
+    "can_decide",
+    "cancel_execution",
+    "cancellation",
+    "create_thread",
+    "current_policy_version",
+    "executions",
+    "expire_overdue_requests",
+    "forks",
+    "open_request_ids",
+    "open_requests",
+    "pending_requests",
+    "pending_set",
+    "starts",
+    "submit_decisions",
+    "tool_parameters_schema",
+)

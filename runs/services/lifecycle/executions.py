@@ -1,0 +1,158 @@
+"""Starting and resuming executions; each new Run's job is sent to RQ after the commit (`queueing`); cancelling:
+cancellation.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from runs.harness import DeferredToolResume, HarnessState, encode_resume, new_thread_id
+from runs.models import (
+    ACTIVE_EXECUTION_STATUSES,
+    AgentProfile,
+    Checkpoint,
+    CheckpointKind,
+    DeferredRequest,
+    Execution,
+    ExecutionStatus,
+    ExecutionTrigger,
+    HostPolicy,
+    HostPolicyVersion,
+    Run,
+    RunReason,
+    Thread,
+)
+
+from ..store import checkpoints
+from ..store.agents import profile_snapshot
+from ..store.policy import publish_policy_version
+from ..store.queueing import enqueue_run
+from ..timeline.publishing import publish_execution_status
+from ..timeline.redaction import redactor_for
+
+__all__ = (
+    "ExecutionBusy",
+    "create_thread",
+    "current_policy_version",
+    "masked_title",
+    "new_run",
+    "resume_execution",
+    "start_execution",
+)
+
+DEFAULT_POLICY = "default"
+
+
+class ExecutionBusy(RuntimeError):
+    """The thread already has an active execution (queued, running, waiting or recovering)."""
+
+
+def current_policy_version() -> HostPolicyVersion:
+    """The default policy's current version, created with safe defaults on first use."""
+    policy, _ = HostPolicy.objects.get_or_create(name=DEFAULT_POLICY)
+    if policy.current_version is None:
+        return publish_policy_version(policy, created_by=None, comment="initial defaults")
+    return policy.current_version
+
+
+def masked_title(title: str) -> str:
+    """A thread title as it is stored and shown: masked by the current policy version. Titles are often the start
+    of a prompt (AG-UI, `harness_run`) or a child's task, and every page and the search show them as stored."""
+    return redactor_for(current_policy_version()).text(title)
+
+
+def create_thread(profile: AgentProfile, *, title: str = "", thread_id: str | None = None) -> Thread:
+    """A new Thread whose selected checkpoint is an empty initial state."""
+    with transaction.atomic():
+        thread = Thread.objects.create(
+            thread_id=thread_id or new_thread_id(), title=masked_title(title), profile=profile
+        )
+        initial = checkpoints.create(thread, HarnessState.new(thread_id=thread.thread_id), kind=CheckpointKind.INITIAL)
+        thread.selected_checkpoint = initial
+        thread.save(update_fields=["selected_checkpoint"])
+    return thread
+
+
+def new_run(
+    execution: Execution,
+    *,
+    reason: RunReason,
+    previous: Run | None = None,
+    attempt: int = 1,
+    start_checkpoint: Any = None,
+    deferred_resume: DeferredToolResume | None = None,
+) -> Run:
+    """Inside a transaction: the execution's next Run, frozen to its policy version and profile; its job is
+    sent after the commit."""
+    number = (execution.runs.aggregate(last=Max("number"))["last"] or 0) + 1
+    policy_version = execution.policy_version
+    run = Run.objects.create(
+        execution=execution,
+        number=number,
+        reason=reason,
+        previous_run=previous,
+        attempt=attempt,
+        tool_recovery=policy_version.tool_recovery,
+        policy_version=policy_version,
+        profile_snapshot=profile_snapshot(execution.thread.profile),
+        start_checkpoint=start_checkpoint,
+        deferred_resume=None if deferred_resume is None else encode_resume(deferred_resume),
+    )
+    enqueue_run(run)
+    return run
+
+
+def start_execution(
+    thread: Thread,
+    input: str,
+    *,
+    user: Any = None,
+    trigger: ExecutionTrigger = ExecutionTrigger.MANUAL,
+    parent_request: DeferredRequest | None = None,
+) -> Execution:
+    """Create an Execution and its first Run on the thread's selected checkpoint, and enqueue it.
+
+    `parent_request`: the request of a suspended run this execution answers as a Host-managed child."""
+    try:
+        with transaction.atomic():
+            thread = Thread.objects.select_for_update().get(pk=thread.pk)
+            number = (thread.executions.aggregate(last=Max("number"))["last"] or 0) + 1
+            version = current_policy_version()
+            execution = Execution.objects.create(
+                thread=thread,
+                number=number,
+                input=input,
+                shown_input=redactor_for(version).text(input),
+                trigger=trigger,
+                policy_version=version,
+                created_by=user if getattr(user, "is_authenticated", False) else None,
+                parent_request=parent_request,
+            )
+            new_run(execution, reason=RunReason.INITIAL, start_checkpoint=thread.selected_checkpoint)
+            publish_execution_status(execution.pk)
+    except IntegrityError as exc:
+        if thread.executions.filter(status__in=ACTIVE_EXECUTION_STATUSES).exists():
+            raise ExecutionBusy(f"thread {thread.thread_id} already has an active execution") from exc
+        raise
+    return execution
+
+
+def resume_execution(execution: Execution, resume: DeferredToolResume) -> Run:
+    """Inside the caller's transaction: a resume Run of a waiting execution with the accepted answers."""
+    suspended = execution.runs.order_by("-number").first()
+    # The resume continues exactly the state the suspended run ended with (not whatever a caller's stale
+    # thread object points at).
+    terminal = Checkpoint.objects.filter(run=suspended, kind=CheckpointKind.TERMINAL).order_by("-pk").first()
+    execution.status = ExecutionStatus.QUEUED
+    execution.save(update_fields=["status"])
+    run = new_run(
+        execution,
+        reason=RunReason.RESUME,
+        previous=suspended,
+        start_checkpoint=terminal,
+        deferred_resume=resume,
+    )
+    publish_execution_status(execution.pk)
+    return run

@@ -1,0 +1,45 @@
+"""Forking: a new Thread that continues from any checkpoint of another, with its own identity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from runs.harness import new_thread_id
+from runs.models import Checkpoint, CheckpointKind, Thread
+
+from ..store import checkpoints
+from .executions import masked_title
+
+__all__ = ("fork_thread",)
+
+
+def fork_thread(checkpoint: Checkpoint, *, title: str = "", user: Any = None) -> Thread:
+    """A new Thread whose selected checkpoint is `state.fork()` of `checkpoint` (digest checked first).
+
+    The fork keeps history and capability namespaces and drops environment state; it records its origin in
+    `forked_from` and in the fork checkpoint's metadata (with who forked it). No execution is started.
+    """
+    state = checkpoints.load(checkpoint).fork(thread_id=new_thread_id())
+    source = checkpoint.thread
+    with transaction.atomic():
+        thread = Thread.objects.create(
+            thread_id=state.thread_id,
+            title=masked_title(title) if title else f"Fork of {source}",
+            profile=source.profile,
+            forked_from=checkpoint,
+        )
+        forked = checkpoints.create(
+            thread,
+            state,
+            kind=CheckpointKind.FORK,
+            metadata={
+                "forked_from_thread": source.thread_id,
+                "forked_from_checkpoint": checkpoint.pk,
+                "forked_by": user.get_username() if getattr(user, "is_authenticated", False) else None,
+            },
+        )
+        thread.selected_checkpoint = forked
+        thread.save(update_fields=["selected_checkpoint"])
+    return thread

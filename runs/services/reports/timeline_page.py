@@ -1,0 +1,68 @@
+"""What the execution page's script is given (its `timeline-config` json_script): the execution, its lanes,
+addresses, labels, and the constants the script would otherwise have to repeat.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.urls import reverse
+
+from observers.agui import FRAGMENT_EVENT_NAME, HARNESS_PREFIX
+from runs.models import ACTIVE_EXECUTION_STATUSES, Execution
+from runs.protocol import CURSOR_ERRORS
+
+from ..timeline.decision_items import DECISION_EVENT_NAME
+from ..timeline.read_side import Lane
+from . import provenance
+from .event_labels import EVENT_LABELS
+
+# After a cursor error (runs.protocol.CURSOR_ERRORS) the page starts over from nothing, at most this many times.
+MAX_RESETS = 3
+# How long one drawing batch may take before the page yields to the browser (ms).
+BATCH_BUDGET_MS = 12
+# A pause between runs shorter than this is not drawn (ms).
+GAP_MIN_MS = 1000
+# The time axis: a wait between runs longer than both of these (ms; times all runs together) is drawn shorter
+# (logarithmically beyond it) and marked as not to scale; ruler ticks stand at least this far apart (px).
+AXIS = {"compressMinMs": 5_000, "compressRatio": 0.5, "tickSpacingPx": 72}
+# How a decision item names each verdict.
+VERDICT_LABELS = {
+    "approved": "approved",
+    "denied": "denied",
+    "expired": "expired",
+    "external_result": "result entered",
+    "answered": "answered",
+    "cancelled": "cancelled",
+    "failed": "failed",
+}
+
+
+def page_config(execution: Execution, lanes: list[Lane]) -> dict[str, Any]:
+    return {
+        "execution": execution.pk,
+        "status": execution.status,
+        "socket": f"/ws/executions/{execution.pk}/",
+        "runs": [lane.summary() for lane in lanes],
+        # The script substitutes the position / run pk for the trailing 0.
+        "eventUrl": reverse("runs:event", args=[execution.pk, 0]),
+        "runUrl": reverse("runs:run", args=[0]),
+        "executionUrl": reverse("runs:execution", args=[0]),
+        "approvalsUrl": reverse("runs:approvals"),
+        "eventLabels": EVENT_LABELS,
+        "inheritedTools": provenance.inherited_tool_names(execution),
+        "timeZone": settings.TIME_ZONE,
+        "constants": {
+            "batchBudgetMs": BATCH_BUDGET_MS,
+            "cursorErrors": [str(code) for code in CURSOR_ERRORS],
+            "maxResets": MAX_RESETS,
+            "gapMinMs": GAP_MIN_MS,
+            "axis": AXIS,
+            "fragmentEventName": FRAGMENT_EVENT_NAME,
+            "decisionEventName": DECISION_EVENT_NAME,
+            "lifecycleEventName": HARNESS_PREFIX + "lifecycle",
+            "verdicts": VERDICT_LABELS,
+            "activeStatuses": [str(status) for status in ACTIVE_EXECUTION_STATUSES],
+        },
+    }

@@ -1,0 +1,42 @@
+"""The bottom layer: what a run is built from and written to, importing no other services.
+
+Leases, row inserts, the journal and checkpoints; the RQ queue; login sessions read outside their request;
+policy versions, the tool registry, model providers and the agent a run builds from them.
+"""
+
+from . import checkpoints, journal, leases, policy, queueing, toolbox
+from .login_sessions import session_store, session_user_pk
+from .policy import (
+    POLICY_VERSION_FIELDS,
+    approval_capability,
+    approval_reason,
+    expiry_for,
+    parse_redact_patterns,
+    publish_policy_version,
+)
+from .providers import DEMO_MODEL, PROVIDERS, ModelChoice, base_url_problem, model_problems, profile_key_variable
+from .queueing import queue_reachable
+
+__all__ = (
+    "DEMO_MODEL",
+    "POLICY_VERSION_FIELDS",
+    "PROVIDERS",
+    "ModelChoice",
+    "approval_capability",
+    "approval_reason",
+    "base_url_problem",
+    "checkpoints",
+    "expiry_for",
+    "journal",
+    "leases",
+    "model_problems",
+    "parse_redact_patterns",
+    "policy",
+    "profile_key_variable",
+    "publish_policy_version",
+    "queue_reachable",
+    "queueing",
+    "session_store",
+    "session_user_pk",
+    "toolbox",
+)

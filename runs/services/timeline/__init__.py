@@ -1,0 +1,54 @@
+"""A run's timeline, above `store`: events masked (redaction), stored with their journal items (projection),
+published after the commit, read back for pages and sockets; decisions as timeline items."""
+
+from . import publishing, read_side
+from .decision_items import DECISION_EVENT_NAME, ArgumentChange, argument_changes
+from .projection import RunProjection
+from .publishing import (
+    APPROVALS_GROUP,
+    THREADS_GROUP,
+    execution_group,
+    publish_execution_status,
+    publish_frames,
+    publish_session_ended,
+    session_group,
+    worker_sender,
+)
+from .read_side import (
+    REPLAY_PAGE_SIZE,
+    THREAD_STATUSES,
+    execution_exists,
+    format_duration,
+    frames_after,
+    last_position,
+)
+from .redaction import REDACTED, Redactor, TimelineRedactor, dump_event, redactor_for, restore_redacted
+
+__all__ = (
+    "APPROVALS_GROUP",
+    "DECISION_EVENT_NAME",
+    "REDACTED",
+    "REPLAY_PAGE_SIZE",
+    "THREADS_GROUP",
+    "THREAD_STATUSES",
+    "ArgumentChange",
+    "Redactor",
+    "RunProjection",
+    "TimelineRedactor",
+    "argument_changes",
+    "dump_event",
+    "execution_exists",
+    "execution_group",
+    "format_duration",
+    "frames_after",
+    "last_position",
+    "publish_execution_status",
+    "publish_frames",
+    "publish_session_ended",
+    "publishing",
+    "read_side",
+    "redactor_for",
+    "restore_redacted",
+    "session_group",
+    "worker_sender",
+)

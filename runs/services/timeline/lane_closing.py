@@ -1,0 +1,123 @@
+"""Ending a run's lane when its stream cannot: what a failed run's observer would have ended it with.
+
+A fresh observer is rebuilt with `resume()` over the run's journal prefix and given the terminal item a failed run
+would have had, so the lane ends with the events the observer itself produces (open messages ended, inline
+children failed, then RUN_ERROR), stored without a journal entry since the harness never produced that item. The
+worker does this when its stream broke off; the recovery sweep does it for a dead worker's run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ag_ui.core import RunErrorEvent
+from asgiref.sync import async_to_sync
+from django.db import transaction
+from django.utils import timezone
+
+from observers.agui import HarnessAguiStreamObserver
+from runs.harness import (
+    HarnessEvent,
+    HarnessExtensionEvent,
+    HarnessRunResult,
+    HarnessRunResultEvent,
+    HarnessStreamEvent,
+    InlineDelegationPayload,
+    SafeFailure,
+)
+from runs.models import JournalEntry, Run, TimelineEvent
+
+from ..store import journal
+from .projection import RunProjection, store_events
+
+__all__ = ("TERMINAL_EVENTS", "WORKER_LOST", "close_projection", "lane_closed")
+
+log = logging.getLogger(__name__)
+
+WORKER_LOST = "worker_lost"
+TERMINAL_EVENTS = ("RUN_FINISHED", "RUN_ERROR")
+
+
+def lane_closed(run: Run) -> bool:
+    """Whether the run's own lane (not an inline child's) has its terminal event."""
+    return TimelineEvent.objects.filter(run=run, subagent_run_id="", event_type__in=TERMINAL_EVENTS).exists()
+
+
+class _Prefix:
+    """The dead run's journal prefix, noting each source's identity and the inline children still open."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.threads: dict[str, str] = {}
+        self.last_sequence: dict[str, int] = {}
+        self.open_children: dict[str, InlineDelegationPayload] = {}
+
+    async def items(self) -> AsyncIterator[HarnessStreamEvent[Any]]:
+        async for item in journal.read_prefix(self.run):
+            self.threads[item.run_id] = item.thread_id
+            self.last_sequence[item.run_id] = item.sequence
+            event = getattr(item, "event", None)
+            if isinstance(event, HarnessExtensionEvent) and event.payload_type == "inline_delegation":
+                delegation = InlineDelegationPayload.model_validate(event.payload)
+                if delegation.child_run_id and delegation.action == "started":
+                    self.open_children[delegation.child_run_id] = delegation
+                elif delegation.child_run_id:
+                    self.open_children.pop(delegation.child_run_id, None)
+            yield item
+
+    def _next(self, run_id: str) -> int:
+        self.last_sequence[run_id] = self.last_sequence.get(run_id, -1) + 1
+        return self.last_sequence[run_id]
+
+    def closing_items(self, failure: SafeFailure) -> list[HarnessStreamEvent[Any]]:
+        """The items a failed run would have ended with: open children failed, innermost first, then the result."""
+        now = timezone.now()
+        items: list[HarnessStreamEvent[Any]] = []
+        for delegation in reversed(list(self.open_children.values())):
+            failed = delegation.model_copy(update={"action": "failed", "status": failure.code})
+            parent = delegation.parent_run_id
+            thread_id = self.threads.get(parent, self.threads[self.run.run_id])
+            items.append(HarnessEvent(thread_id, parent, self._next(parent), now, failed.to_event()))
+        root, thread_id = self.run.run_id, self.threads[self.run.run_id]
+        result = HarnessRunResult(thread_id=thread_id, run_id=root, status="failed", failure=failure)
+        items.append(HarnessRunResultEvent(thread_id, root, self._next(root), now, result))
+        return items
+
+
+def close_projection(run: Run, failure: SafeFailure | None = None) -> bool:
+    """End a dead run's lane with what its observer gives for a failed run; False if it already ended.
+
+    `failure` defaults to the worker having been lost.
+    """
+    if lane_closed(run) or not JournalEntry.objects.filter(run=run, source_run_id=run.run_id).exists():
+        return False
+    if JournalEntry.objects.filter(run=run, source_run_id=run.run_id, kind__startswith="result.").exists():
+        # The run's own terminal item is journaled; its projection already ended the lane.
+        return False
+    failure = failure or SafeFailure(
+        code=WORKER_LOST,
+        message="The worker running this run stopped; a recovery run continues the execution.",
+        retry_hint="new_run",
+    )
+    observer = HarnessAguiStreamObserver(retain_events=False)
+    prefix = _Prefix(run)
+    try:
+        async_to_sync(observer.resume)(prefix.items())
+        closing = prefix.closing_items(failure)
+    except ValueError:
+        # An undecodable or inconsistent prefix still gets an end, so its execution can go on to recovery.
+        log.exception("run %s: journal prefix cannot be replayed; closing its lane with a plain RUN_ERROR", run.pk)
+        observer, closing = None, []
+    with transaction.atomic():
+        # Another sweeper holding the row is closing this lane right now: leave it to that one.
+        locked = Run.objects.select_for_update(skip_locked=True).filter(pk=run.pk).first()
+        if locked is None or lane_closed(locked):
+            return False
+        if observer is None:
+            plain = RunErrorEvent(message=failure.message, code=failure.code)
+            store_events(run, [(None, timezone.now(), plain)])
+        else:
+            RunProjection(run, observer).store([(None, item) for item in closing])
+    return True

@@ -1,0 +1,171 @@
+"""The worker's journal writer: stream items committed in adaptive batches, behind the stream.
+
+Every transaction has a fixed cost (the lease check, the commit, a hop to the database thread, one
+publication), so a burst of text deltas should cost one transaction, not one each — while an item should
+still reach the browser within a few tens of milliseconds when the stream goes quiet. Items therefore
+wait in a batch that is handed to the writer when it holds `MAX_ITEMS`, when its first item has waited
+`MAX_DELAY` seconds (checked as items arrive, and by a timer when none do), or when the worker asks for it:
+at a checkpoint boundary, and at the run's result, which is written in the same transaction as the run's
+outcome.
+
+Handed-off batches are written by one task, in order, while the stream goes on producing: the engine waits
+for the database only when `MAX_QUEUED` batches are already waiting, and at the points that need the journal
+to be durable (a boundary's `flush`, the result's `finish`). The batches that queued up while a write ran are
+written together in the next transaction (group commit). A worker killed meanwhile loses what was not
+committed, as it always could; the lease check of each write still fences a stale worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+
+from runs.harness import HarnessStreamEvent
+
+from ..store.leases import Lease
+from ..timeline.projection import RunProjection
+
+__all__ = ("MAX_DELAY", "MAX_ITEMS", "MAX_QUEUED", "BatchWriter")
+
+T = TypeVar("T")
+
+MAX_ITEMS = 500
+MAX_DELAY = 0.02
+MAX_QUEUED = 4
+
+
+class BatchWriter:
+    """Collects a run's stream items and writes them through its `RunProjection`, in order, in batches.
+
+    A batch joins the queue synchronously when it is handed off, and one task writes the queue front to
+    back, so the journal gets the items exactly in stream order. A failed write is kept and raised by a
+    later `add`, `flush` or `finish`; batches queued behind it are not written: after it the projection no
+    longer matches the database, so nothing more is written through this writer.
+    """
+
+    def __init__(
+        self,
+        projection: RunProjection,
+        lease: Lease,
+        *,
+        max_items: int = MAX_ITEMS,
+        max_delay: float = MAX_DELAY,
+        max_queued: int = MAX_QUEUED,
+    ) -> None:
+        self._projection = projection
+        self._lease = lease
+        self._max_items = max_items
+        self._max_delay = max_delay
+        self._max_queued = max_queued
+        self._pending: list[HarnessStreamEvent[Any]] = []
+        self._first_at = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._queue: deque[list[HarnessStreamEvent[Any]]] = deque()
+        self._changed = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None
+        self.last_index = -1
+        """The journal index of the last item written."""
+
+    @property
+    def queued(self) -> int:
+        """Batches handed off and not written yet (the one being written included)."""
+        return len(self._queue)
+
+    async def add(self, item: HarnessStreamEvent[Any]) -> None:
+        """Collect an item; hand the batch off if it is full or its first item waited long enough.
+
+        Waits only when, after the hand-off, more than `max_queued` batches are queued.
+        """
+        self._raise_failure()
+        loop = asyncio.get_running_loop()
+        if not self._pending:
+            self._first_at = loop.time()
+            self._timer = loop.call_later(self._max_delay, self._hand_off)
+        self._pending.append(item)
+        if len(self._pending) >= self._max_items or loop.time() - self._first_at >= self._max_delay:
+            self._hand_off()
+            await self._drain(self._max_queued)
+
+    async def flush(self) -> int:
+        """Write everything collected so far; returns the journal index of the last item written."""
+        self._raise_failure()
+        self._hand_off()
+        await self._drain(0)
+        self._raise_failure()
+        return self.last_index
+
+    async def finish(self, last: HarnessStreamEvent[Any], record_outcome: Callable[[int], T]) -> T:
+        """Write the stream's last item and the run's outcome in one transaction, after everything before it.
+
+        A worker that dies between the two would otherwise leave a journal that ends with the result while the
+        run still looks unfinished, and recovery would redo work that already completed. The result's state is
+        not journaled: `record_outcome` stores it as the checkpoint at the index it is given.
+        """
+        await self.flush()
+
+        def write() -> T:
+            with transaction.atomic():
+                entries = self._projection.record([last], lease=self._lease, state_checkpointed=True)
+                self.last_index = entries[-1].index
+                return record_outcome(self.last_index)
+
+        try:
+            return await sync_to_async(write)()
+        except BaseException as exc:
+            self._failure = exc
+            raise
+
+    async def close(self) -> None:
+        """Stop the timer and the writing task once the queued batches are written (a failure is kept, not raised)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        await self._drain(0)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    def _hand_off(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._pending:
+            return
+        self._queue.append(self._pending)
+        self._pending = []
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._write_queue(), name="journal-writer")
+
+    async def _drain(self, most: int) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: len(self._queue) <= most)
+
+    async def _write_queue(self) -> None:
+        while self._queue:
+            # Group commit: the batches handed off while the previous write ran share one transaction, so a
+            # database that falls behind the stream pays fewer fixed costs per item instead of falling further.
+            batches = len(self._queue)
+            items = [item for batch in self._queue for item in batch]
+            if self._failure is None:
+                try:
+                    entries = await sync_to_async(self._projection.record)(items, lease=self._lease)
+                    self.last_index = entries[-1].index
+                except asyncio.CancelledError:
+                    raise
+                except BaseException as exc:
+                    self._failure = exc
+            for _ in range(batches):
+                self._queue.popleft()
+            async with self._changed:
+                self._changed.notify_all()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure

@@ -1,0 +1,375 @@
+"""The worker side of a Run: lease, stream, journal + projection, checkpoints, heartbeat and the result.
+
+`execute_run` is what the RQ job calls. It takes the run's lease (or does nothing if the run is not queued),
+rebuilds the agent from the run's frozen profile and policy, opens the stream on the run's start checkpoint
+and writes every item to the journal and the timeline in small transactions. At each boundary the stream is
+held (see `boundaries`) while the checkpoint is stored. A heartbeat renews the lease and passes on an
+operator's cancel; one it has not passed on when the run suspends is dropped (see `cancellation`). Every write
+re-checks the lease, so a worker that lost it stops without changing anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.db import transaction
+from django.utils import timezone
+from pydantic_ai import ToolCallPart, ToolDefinition
+from pydantic_ai.messages import ModelResponse
+
+from observers.agui import HarnessAguiStreamObserver
+from runs.harness import (
+    CheckpointBoundaries,
+    DeferredToolCall,
+    DeferredToolResume,
+    HarnessError,
+    HarnessRunResult,
+    HarnessRunResultEvent,
+    HarnessState,
+    RunBindings,
+    SafeFailure,
+    boundary_of,
+    decode_resume,
+)
+from runs.models import (
+    CheckpointKind,
+    DeferredKind,
+    DeferredRequest,
+    Execution,
+    ExecutionStatus,
+    Run,
+    RunReason,
+    RunStatus,
+    ToolDispatch,
+)
+
+from ..lifecycle.cancellation import drop_unseen_request
+from ..lifecycle.children import answer_parent, start_children
+from ..store import checkpoints, leases
+from ..store.agents import build_executable
+from ..store.leases import Lease, LeaseLost
+from ..store.policy import approval_reason, expiry_for
+from ..timeline.lane_closing import close_projection
+from ..timeline.projection import RunProjection
+from ..timeline.publishing import publish_approvals_changed, publish_execution_status, worker_sender
+from .batching import BatchWriter
+
+__all__ = ("BoundaryHook", "execute_run")
+
+log = logging.getLogger(__name__)
+
+
+# Called after each boundary checkpoint is stored, before the run goes on: a caller's way to watch or stop a
+# run at its durable points (the demo command simulates a crash with one).
+BoundaryHook = Callable[[], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Start:
+    state: HarnessState
+    input: str | None
+    resume: DeferredToolResume | None
+    chain: checkpoints.CheckpointChain
+
+
+def execute_run(run_pk: int, *, after_boundary: BoundaryHook | None = None) -> str:
+    """Run a queued Run to its end on this worker; returns a short outcome for the RQ job's result.
+
+    `after_boundary` is called after each boundary checkpoint is stored. What it raises ends the run loop
+    (a `BaseException` passes through, leaving the lease to expire as a killed worker would).
+    """
+    lease = leases.acquire(run_pk)
+    if lease is None:
+        return "skipped: the run is not queued"
+    publish_status_now(lease.execution_pk)
+    try:
+        return async_to_sync(_drive)(run_pk, lease, after_boundary)
+    except LeaseLost as exc:
+        log.warning("%s", exc)
+        return "stopped: lease lost"
+
+
+def publish_status_now(execution_pk: int) -> None:
+    with transaction.atomic():
+        publish_execution_status(execution_pk)
+
+
+def _load(run_pk: int) -> tuple[Run, _Start]:
+    run = Run.objects.select_related("execution__thread__profile", "policy_version", "start_checkpoint__run").get(
+        pk=run_pk
+    )
+    thread = run.execution.thread
+    start = run.start_checkpoint
+    if start is None:
+        state, tip = HarnessState.new(thread_id=thread.thread_id), None
+    else:
+        state, tip = checkpoints.load_chain(start)
+    # The execution's input is already in history once any checkpoint of this execution exists.
+    continued = start is not None and start.run is not None and start.run.execution_id == run.execution_id
+    text = None if run.reason == RunReason.RESUME or continued else run.execution.input
+    resume = None if run.deferred_resume is None else decode_resume(run.deferred_resume)
+    return run, _Start(state=state, input=text, resume=resume, chain=checkpoints.CheckpointChain(tip))
+
+
+def _bind_run_id(lease: Lease, run_id: str) -> None:
+    with transaction.atomic():
+        leases.verify(lease, "record the harness run id")
+        Run.objects.filter(pk=lease.run_pk).update(run_id=run_id)
+        publish_execution_status(lease.execution_pk)
+
+
+def _heartbeat_once(lease: Lease) -> bool:
+    """Renew the lease; True when an operator asked to cancel the execution."""
+    leases.renew(lease)
+    return Execution.objects.filter(pk=lease.execution_pk, cancel_requested=True).exists()
+
+
+class _CancelSwitch:
+    """Cancels the stream once it exists; a cancel that came earlier is applied when it is attached."""
+
+    def __init__(self) -> None:
+        self._target: Callable[[], None] | None = None
+        self._requested = False
+
+    def attach(self, target: Callable[[], None]) -> None:
+        self._target = target
+        if self._requested:
+            target()
+
+    def __call__(self) -> None:
+        self._requested = True
+        if self._target is not None:
+            self._target()
+
+
+async def _heartbeat(lease: Lease, cancel: _CancelSwitch) -> None:
+    interval = max(lease.seconds / 3, 0.2)
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            cancel_requested = await sync_to_async(_heartbeat_once)(lease)
+        except LeaseLost:
+            # Stop producing; whatever the stream still yields is refused by the lease checks.
+            cancel()
+            return
+        if cancel_requested:
+            cancel()
+
+
+async def _drive(run_pk: int, lease: Lease, after_boundary: BoundaryHook | None) -> str:
+    # The heartbeat starts before anything slow (loading, building the agent) so the lease never lapses.
+    cancel = _CancelSwitch()
+    heartbeat = asyncio.create_task(_heartbeat(lease, cancel))
+    try:
+        async with worker_sender():
+            return await _work(run_pk, lease, after_boundary, cancel)
+    finally:
+        heartbeat.cancel()
+
+
+async def _work(run_pk: int, lease: Lease, after_boundary: BoundaryHook | None, cancel: _CancelSwitch) -> str:
+    try:
+        run, start = await sync_to_async(_load)(run_pk)
+    except checkpoints.CheckpointError as exc:
+        await sync_to_async(_record_failure)(lease, "checkpoint_invalid", str(exc))
+        return "failed: checkpoint invalid"
+
+    async def record_dispatch(call: ToolCallPart, tool_def: ToolDefinition, retryable: bool) -> None:
+        await sync_to_async(_record_dispatch)(lease, call, retryable)
+
+    gate = CheckpointBoundaries(record_dispatch=record_dispatch)
+    try:
+        executable = build_executable(run, extra_capabilities=[gate])
+        stream = executable.stream(
+            start.input,
+            bindings=RunBindings(),
+            previous_state=start.state,
+            tool_recovery=run.tool_recovery,
+            deferred_resume=start.resume,
+        )
+    except (HarnessError, LookupError, ValueError) as exc:
+        code = exc.code if isinstance(exc, HarnessError) else "run_invalid"
+        await sync_to_async(_record_failure)(lease, code, str(exc))
+        return f"failed: {code}"
+    gate.bind(stream.run_id)
+    await sync_to_async(_bind_run_id)(lease, stream.run_id)
+    run.run_id = stream.run_id
+    projection = RunProjection(run, HarnessAguiStreamObserver(retain_events=False))
+    cancel.attach(stream.cancel)
+    writer = BatchWriter(projection, lease)
+
+    terminal: HarnessRunResultEvent[Any] | None = None
+    try:
+        async with stream:
+            async for item in stream:
+                if isinstance(item, HarnessRunResultEvent):
+                    # Journaled together with the outcome it carries, see BatchWriter.finish.
+                    terminal = item
+                    continue
+                await writer.add(item)
+                boundary = boundary_of(item, stream.run_id)
+                if boundary is not None:
+                    last_index = await writer.flush()
+                    state = await stream.export_state()
+                    await sync_to_async(checkpoints.record)(
+                        run,
+                        state,
+                        lease=lease,
+                        kind=CheckpointKind.BOUNDARY,
+                        journal_index=last_index,
+                        pending=stream.pending_deferred_input,
+                        metadata={"boundary": boundary},
+                        chain=start.chain,
+                    )
+                    if after_boundary is not None:
+                        after_boundary()
+                    gate.release()
+    except LeaseLost:
+        raise
+    except HarnessError as exc:
+        failure = SafeFailure(code=exc.code, message=str(exc), retry_hint=exc.retry_hint)
+    except Exception as exc:
+        log.exception("run %s failed in the host", run_pk)
+        message = f"The run stopped on an internal error ({type(exc).__name__})."
+        failure = SafeFailure(code="host_error", message=message)
+    else:
+        assert terminal is not None, "a stream that ends cleanly delivers its result item"
+        result = terminal.result
+        await writer.finish(terminal, lambda last_index: _record_result(run, lease, result, last_index, start.chain))
+        return result.status
+    finally:
+        await writer.close()
+    # The stream ended without its terminal item. What it yielded before is still its history (unless the
+    # writer itself is what failed); then the run fails and its lane is ended as a failed run's would be.
+    with contextlib.suppress(Exception):
+        await writer.flush()
+    await sync_to_async(_record_failure)(lease, failure.code, failure.message)
+    await sync_to_async(close_projection)(run, failure)
+    return f"failed: {failure.code}"
+
+
+def _record_dispatch(lease: Lease, call: ToolCallPart, retryable: bool) -> None:
+    with transaction.atomic():
+        leases.verify(lease, f"dispatch tool {call.tool_name}")
+        ToolDispatch.objects.create(
+            run_id=lease.run_pk,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            recovery_retryable=retryable,
+            args=call.args_as_dict(),
+        )
+
+
+def _finish_execution(lease: Lease, status: ExecutionStatus, **fields: Any) -> None:
+    finished = {} if status == ExecutionStatus.WAITING else {"finished_at": timezone.now()}
+    Execution.objects.filter(pk=lease.execution_pk).update(status=status, **finished, **fields)
+    publish_execution_status(lease.execution_pk)
+    if status != ExecutionStatus.WAITING:
+        answer_parent(lease.execution_pk)
+
+
+def _record_failure(lease: Lease, code: str, message: str) -> None:
+    with transaction.atomic():
+        leases.release(lease, RunStatus.FAILED, failure_code=code, failure_message=message)
+        _finish_execution(lease, ExecutionStatus.FAILED, failure_code=code, failure_message=message)
+
+
+def _deferred_requests(run: Run, result: HarnessRunResult[Any], checkpoint: Any) -> list[DeferredRequest]:
+    deferred = result.deferred
+    assert deferred is not None
+    now = timezone.now()
+    policy_version = run.policy_version
+
+    def request(entry: DeferredToolCall, kind: DeferredKind) -> DeferredRequest:
+        call = entry.target_call
+        args = call.args_as_dict()
+        reason = approval_reason(policy_version, call.tool_name, args) if kind == DeferredKind.APPROVAL else ""
+        return DeferredRequest(
+            execution_id=run.execution_id,
+            run=run,
+            checkpoint=checkpoint,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            kind=kind,
+            args=args,
+            reason=reason,
+            # A child's request is answered when the child ends; the approval timeout is for people.
+            expires_at=None if kind == DeferredKind.CHILD else expiry_for(policy_version, now),
+        )
+
+    # Rows in the order the model made the calls, so the approval form lists call-1-0 before call-1-1
+    # whatever order the tools deferred in.
+    order = _call_order(result)
+    entries = sorted(
+        [*deferred.approvals, *deferred.calls],
+        key=lambda entry: order.get(entry.model_call.tool_call_id, len(order)),
+    )
+    DeferredRequest.objects.bulk_create(
+        [request(entry, DeferredKind(deferred.kind(entry.target_call.tool_call_id))) for entry in entries]
+    )
+    return list(DeferredRequest.objects.filter(run=run, checkpoint=checkpoint).order_by("id"))
+
+
+def _call_order(result: HarnessRunResult[Any]) -> dict[str, int]:
+    """Tool call id -> its index in the last model response of the result's history."""
+    history = result.state.message_history if result.state is not None else []
+    for message in reversed(history):
+        if isinstance(message, ModelResponse):
+            return {call.tool_call_id: index for index, call in enumerate(message.tool_calls)}
+    return {}
+
+
+def _record_result(
+    run: Run, lease: Lease, result: HarnessRunResult[Any], last_index: int, chain: checkpoints.CheckpointChain
+) -> None:
+    usage = result.usage.model_dump(mode="json")
+    with transaction.atomic():
+        if result.status in ("completed", "suspended"):
+            assert result.state is not None
+            terminal = checkpoints.record(
+                run,
+                result.state,
+                lease=lease,
+                kind=CheckpointKind.TERMINAL,
+                journal_index=last_index,
+                metadata={"status": result.status},
+                select_it=True,
+                chain=chain,
+            )
+            if result.status == "completed":
+                leases.release(lease, RunStatus.COMPLETED, output=json.loads(result.output_json()), usage=usage)
+                _finish_execution(lease, ExecutionStatus.COMPLETED)
+            else:
+                requests = _deferred_requests(run, result, terminal)
+                leases.release(lease, RunStatus.SUSPENDED, usage=usage)
+                drop_unseen_request(lease.execution_pk, lease.run_pk)
+                _finish_execution(lease, ExecutionStatus.WAITING)
+                assert result.deferred is not None
+                start_children(run.execution, requests, result.deferred)
+                publish_approvals_changed()
+            return
+        if result.state is not None:
+            # Not selected: a failure candidate is for an operator to judge, not a continuation.
+            checkpoints.record(
+                run,
+                result.state,
+                lease=lease,
+                kind=CheckpointKind.FAILURE_CANDIDATE,
+                journal_index=last_index,
+                metadata={"status": result.status},
+                chain=chain,
+            )
+        if result.status == "cancelled":
+            leases.release(lease, RunStatus.CANCELLED, usage=usage)
+            _finish_execution(lease, ExecutionStatus.CANCELLED)
+            return
+        failure = result.failure or SafeFailure(code="run_failed", message="The run failed.")
+        leases.release(lease, RunStatus.FAILED, usage=usage, failure_code=failure.code, failure_message=failure.message)
+        _finish_execution(lease, ExecutionStatus.FAILED, failure_code=failure.code, failure_message=failure.message)
