@@ -149,7 +149,7 @@ def test_the_digest_shown_is_keyed_so_it_cannot_confirm_a_guess_of_masked_argume
     client.force_login(operator_user)
 
     page = client.get(reverse("runs:approval_audit")).content.decode()
-    exported = list(csv.DictReader(io.StringIO(client.get(EXPORT).content.decode())))
+    rows = list(csv.DictReader(io.StringIO(exported(client))))
     admin_pages = (
         admin_client.get(reverse("admin:runs_decision_changelist")).content.decode()
         + admin_client.get(reverse("admin:runs_decision_change", args=[pay.pk])).content.decode()
@@ -157,8 +157,8 @@ def test_the_digest_shown_is_keyed_so_it_cannot_confirm_a_guess_of_masked_argume
 
     assert pay.args_digest == args_digest({"to": "acme-secret", "amount": 50}) != unkeyed
     assert pay.args_digest[:16] in page and pay.args_digest in admin_pages
-    assert next(row["args_digest"] for row in exported if row["tool_call_id"] == "call-pay") == pay.args_digest
-    for shown in (page, admin_pages, client.get(EXPORT).content.decode()):
+    assert next(row["args_digest"] for row in rows if row["tool_call_id"] == "call-pay") == pay.args_digest
+    for shown in (page, admin_pages, exported(client)):
         assert unkeyed[:16] not in shown
 
 
