@@ -164,10 +164,6 @@ def open_requests() -> QuerySet[DeferredRequest]:
     )
 
 
-def open_request_ids() -> list[int]:
-    return list(open_requests().values_list("pk", flat=True))
-
-
 def submit_decisions(
     execution: Execution,
     *,

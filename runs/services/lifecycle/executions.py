@@ -44,6 +44,7 @@ __all__ = (
     "start_execution",
 )
 
+
 class ExecutionBusy(RuntimeError):
     """The thread already has an active execution (queued, running, waiting or recovering)."""
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Model, QuerySet
 from django.http import Http404
@@ -47,6 +48,7 @@ __all__ = (
     "visible_executions",
     "visible_profiles",
     "visible_threads",
+    "visible_users",
 )
 
 DECIDE_PERMISSION = "runs.decide_deferred"
@@ -129,6 +131,14 @@ def visible_executions(user: User) -> QuerySet[Execution]:
 def visible_profiles(user: User, action: Action = Action.VIEW) -> QuerySet[AgentProfile]:
     """Profiles the user may see, or (with `Action.START`) start work on."""
     return scoped(AgentProfile.objects.all(), user, ACTION_ROLES[action])
+
+
+def visible_users(user: User) -> QuerySet[Any]:
+    """The users who share a team with `user` (every user for a superuser): whom the audit may name."""
+    users = get_user_model().objects.all()
+    if _is_superuser(user):
+        return users
+    return users.filter(team_memberships__team__in=_team_ids(user, TeamRole.VIEWER)).distinct()
 
 
 def get_visible_or_404(queryset: QuerySet[M], user: User, **lookup: Any) -> M:
