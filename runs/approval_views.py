@@ -128,8 +128,7 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
         }
         for item in _decidable(request).select_related("execution__thread")
     ]
-    # Every row is one the user may decide.
-    return {"rows": rows, "may_decide": True}
+    return {"rows": rows}
 
 
 def _decidable(request: HttpRequest) -> QuerySet[DeferredRequest]:
