@@ -23,7 +23,7 @@ its token (not revoked, not expired) or session still authenticates its user (a 
 stream also joins the session's group, to which logging out sends `session.ended` (observers' `user_logged_out`
 receiver, the one that closes the session's websockets), and ends at once. An ended stream's last record is an
 SSE comment saying why; reconnecting gets the endpoint's 401. If following fails (the follower's database read,
-the feed's channel layer), the response breaks off, so the client reconnects with `Last-Event-ID`.
+the feed's channel layer), the response breaks off: the client sees an error and resumes with `Last-Event-ID`.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def _records(frames: list[TimelineFrame]) -> list[str]:
         events = [
             _Stored(f["position"], f["run"], _EVENT.validate_json(f["event_json"]))
             for f in frames
-            if f["origin"] == TimelineOrigin.RUN
+            if f["origin"] == TimelineOrigin.RUN.value
         ]
         interrupted = {
             stored.run
@@ -171,7 +171,7 @@ class _SessionWatch:
         self.group = session_group(session_key)
         self.outbox = outbox
         self.channel = ""
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self.channel = await self.layer.new_channel()
@@ -228,10 +228,12 @@ async def sse_events(execution_pk: int, after: int, caller: Caller) -> AsyncIter
                     return
                 checked = time.monotonic()
             if frames:
-                for record in await sync_to_async(_records)(frames):
+                records = await sync_to_async(_records)(frames)
+                for record in records:
                     yield record
                 sent = frames[-1]["position"]
-                wrote = time.monotonic()
+                if records:
+                    wrote = time.monotonic()
             if settled and end is None:
                 end = await sync_to_async(_settled_end)(execution_pk)
             if end is not None and sent >= end:

@@ -86,7 +86,7 @@ class ExecutionFeed:
         self.layer = get_channel_layer()
         self.viewers: dict[Viewer, None] = {}
         self.channel = ""
-        self.started = asyncio.get_running_loop().create_task(self._start(), context=contextvars.Context())
+        self.started = asyncio.ensure_future(self._start())
         self.tasks: list[asyncio.Task] = []
         # Frames at positions 1..len(remembered), each with its text.
         self.remembered: list[TimelineFrame] = []
@@ -275,6 +275,7 @@ def feed_for(execution_pk: int) -> ExecutionFeed:
     """This event loop's feed of the execution (a web process runs one loop)."""
     feed = _feeds.get((asyncio.get_running_loop(), execution_pk))
     if feed is None:
-        feed = ExecutionFeed(execution_pk)
+        # In a context of its own: its tasks must not carry the context of the viewer that happened to come first.
+        feed = contextvars.Context().run(ExecutionFeed, execution_pk)
         _feeds[feed.key] = feed
     return feed

@@ -67,7 +67,7 @@ class ExecutionFollower:
         # Whoever hands frames on (the replay, the queue's drain, the feed handing on at once) holds this: each
         # advances `last_sent`, and messages go out in the order the feed offered them.
         self.sending = asyncio.Lock()
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
 
     async def join(self) -> ExecutionFeed:
         """Join the execution's group through this process's feed; do it before reading anything."""
