@@ -4,6 +4,7 @@ the timeline sockets (an `ExecutionFollower`), and ends only once the database s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator
 
@@ -16,7 +17,7 @@ from channels.layers import get_channel_layer
 from agui_api.streams import FollowingFailed, sse_events
 from runs.models import Execution
 from runs.protocol import GroupMessage
-from runs.services.timeline import execution_group, feed_for, read_side
+from runs.services.timeline import ExecutionFeed, execution_group, feed_for, read_side
 from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,6 +53,18 @@ class QuietViewer:
         raise AssertionError("the viewer was dropped")
 
 
+@contextlib.asynccontextmanager
+async def a_socket_of_the_process(execution_pk: int) -> AsyncIterator[ExecutionFeed]:
+    """The process's feed of the execution, with another viewer in it for as long as the block lasts."""
+    socket = QuietViewer()
+    feed = feed_for(execution_pk)
+    await feed.add(socket)
+    try:
+        yield feed
+    finally:
+        await feed.remove(socket)
+
+
 def commit(run, deltas: list[str]) -> list:
     """Commit events at the next positions; their frames, for a message (or none, as when one is lost)."""
     rows = factories.append_events(run, [TextMessageContentEvent(message_id="m1", delta=delta) for delta in deltas])
@@ -85,6 +98,12 @@ async def the_rest(stream: AsyncIterator[str]) -> list[str]:
     return await asyncio.wait_for(read(), WAIT_SECONDS)
 
 
+async def complete(stream: AsyncIterator[str], execution_pk: int) -> list[str]:
+    """Complete the execution (its status published); the records the stream sends before it ends."""
+    await set_status(execution_pk, "completed")
+    return await the_rest(stream)
+
+
 def position(record: str) -> int:
     assert record.startswith("id: "), record
     return int(record.split("\n", 1)[0].removeprefix("id: "))
@@ -92,20 +111,16 @@ def position(record: str) -> int:
 
 async def test_an_event_stream_follows_through_the_feed_its_process_shares_with_the_sockets(running):
     caller, run = running
-    socket = QuietViewer()
-    feed = feed_for(run.execution_id)
-    await feed.add(socket)
-    stream = sse_events(run.execution_id, 0, caller)
-    assert [position(await next_record(stream)) for _ in range(5)] == [1, 2, 3, 4, 5]
-    # The process is one member of the execution's group, for the socket and the stream alike.
-    assert len(get_channel_layer().groups[execution_group(run.execution_id)]) == 1
+    async with a_socket_of_the_process(run.execution_id):
+        stream = sse_events(run.execution_id, 0, caller)
+        assert [position(await next_record(stream)) for _ in range(5)] == [1, 2, 3, 4, 5]
+        # The process is one member of the execution's group, for the socket and the stream alike.
+        assert len(get_channel_layer().groups[execution_group(run.execution_id)]) == 1
 
-    await commit_and_publish(run, ["live"])
-    live = await next_record(stream)
-    assert position(live) == 6 and '"delta":"live"' in live
-    await set_status(run.execution_id, "completed")
-    assert await the_rest(stream) == []
-    await feed.remove(socket)
+        await commit_and_publish(run, ["live"])
+        live = await next_record(stream)
+        assert position(live) == 6 and '"delta":"live"' in live
+        assert await complete(stream, run.execution_id) == []
 
 
 async def test_a_settled_status_the_database_does_not_confirm_leaves_the_stream_open(running):
@@ -121,25 +136,20 @@ async def test_a_settled_status_the_database_does_not_confirm_leaves_the_stream_
     assert position(await next_record(stream)) == 6
     await commit_and_publish(run, ["still going"])
     assert position(await next_record(stream)) == 7
-    await set_status(run.execution_id, "completed")
-    assert await the_rest(stream) == []
+    assert await complete(stream, run.execution_id) == []
 
 
 async def test_a_stream_opened_after_a_resume_follows_it_though_the_feed_still_says_waiting(running):
     caller, run = running
     await set_status(run.execution_id, "waiting", publish=False)
-    socket = QuietViewer()
-    feed = feed_for(run.execution_id)
-    await feed.add(socket)
-    assert (await feed.note_status())["status"] == "waiting"
-    # Resumed; the message saying so has not reached this process yet.
-    await set_status(run.execution_id, "running", publish=False)
-    stream = sse_events(run.execution_id, 5, caller)
-    await commit_and_publish(run, ["resumed"])
-    assert position(await next_record(stream)) == 6
-    await set_status(run.execution_id, "completed")
-    assert await the_rest(stream) == []
-    await feed.remove(socket)
+    async with a_socket_of_the_process(run.execution_id) as feed:
+        assert (await feed.note_status())["status"] == "waiting"
+        # Resumed; the message saying so has not reached this process yet.
+        await set_status(run.execution_id, "running", publish=False)
+        stream = sse_events(run.execution_id, 5, caller)
+        await commit_and_publish(run, ["resumed"])
+        assert position(await next_record(stream)) == 6
+        assert await complete(stream, run.execution_id) == []
 
 
 async def test_a_stream_sends_the_events_whose_message_was_lost_before_it_ends(running):
@@ -147,8 +157,7 @@ async def test_a_stream_sends_the_events_whose_message_was_lost_before_it_ends(r
     stream = sse_events(run.execution_id, 4, caller)
     assert position(await next_record(stream)) == 5
     await sync_to_async(commit)(run, ["lost on the way"])
-    await set_status(run.execution_id, "completed")
-    assert [position(record) for record in await the_rest(stream)] == [6]
+    assert [position(record) for record in await complete(stream, run.execution_id)] == [6]
 
 
 async def test_without_any_message_a_stream_catches_up_from_the_database_and_ends(running, settings):

@@ -4,7 +4,7 @@ decisions as timeline items."""
 
 from . import publishing, read_side
 from .decision_items import DECISION_EVENT_NAME, ArgumentChange, argument_changes
-from .feeds import ExecutionFeed, Viewer, feed_for, text_of
+from .feeds import ExecutionFeed, feed_for, text_of
 from .followers import ExecutionFollower, FollowerOutput
 from .projection import RunProjection
 from .publishing import (
@@ -41,7 +41,6 @@ __all__ = (
     "Redactor",
     "RunProjection",
     "TimelineRedactor",
-    "Viewer",
     "argument_changes",
     "dump_event",
     "execution_exists",
