@@ -1,10 +1,9 @@
 """The Host's websockets: the timeline of one execution, thread statuses, and the open approval requests.
 
 `/ws/executions/<pk>/` replays stored AG-UI events from the database, then goes live, with no gap and no
-duplicate: it joins the execution's group (through this process's feed, `observers.execution_feeds`) *before*
-reading the database, queues live messages while it replays, sends `ready`, then drains the queue and writes live
-frames, dropping any at or below the last position sent; a live frame that skips positions is preceded by the
-missing frames read from the database. The feed makes sure a status comes after every frame committed before it.
+duplicate: it follows the execution as the AG-UI event stream does (`runs.services.timeline.ExecutionFollower`,
+through this process's feed of the execution) and sends what it is handed as socket frames: the status first,
+the replay as `events`, `ready`, then live `event`/`events` and `status`.
 `/ws/threads/` forwards thread statuses; `/ws/approvals/` the open requests whenever they change.
 
 Every message, code and limit is defined in `runs.protocol` and described once in docs/architecture.md
@@ -14,13 +13,10 @@ Every message, code and limit is defined in `runs.protocol` and described once i
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 
 from channels.db import database_sync_to_async
 
 from observers.authenticated import AuthenticatedJsonConsumer
-from observers.execution_feeds import ExecutionFeed, feed_for, merged, text_of
 from runs.models import TeamRole
 from runs.protocol import (
     CLOSE_INTERNAL_ERROR,
@@ -31,7 +27,6 @@ from runs.protocol import (
     ApprovalsSubscribe,
     ErrorCode,
     ExecutionStatusMessage,
-    GroupMessage,
     ReadyFrame,
     StatusFrame,
     ThreadsSubscribe,
@@ -42,11 +37,8 @@ from runs.protocol import (
 )
 from runs.services.lifecycle import open_requests
 from runs.services.store import access
-from runs.services.timeline import APPROVALS_GROUP, THREADS_GROUP, read_side
+from runs.services.timeline import APPROVALS_GROUP, THREADS_GROUP, ExecutionFollower, read_side, text_of
 from runs.validators import MAX_DB_INTEGER
-
-log = logging.getLogger(__name__)
-
 
 _EVENTS_MESSAGE = '{{"type":"events","events":[{}]}}'
 
@@ -69,23 +61,16 @@ def _status_frame(message: ExecutionStatusMessage) -> StatusFrame:
 
 
 class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
+    """The timeline socket: the `FollowerOutput` of an `ExecutionFollower`, which it hands socket frames."""
+
     client_message = TimelineSubscribe
     field_error_codes = {"after": ErrorCode.BAD_CURSOR}
     expected_shape = '{"type": "subscribe", "after": <position or null>, "execution": <pk, optional>}'
 
     async def opened(self) -> None:
         self.execution_pk: int = self.scope["url_route"]["kwargs"]["pk"]
-        self.feed: ExecutionFeed | None = None
-        self.live = False
-        # Group messages the feed offered that could not be written at once; during the replay they wait here.
-        self.queued: list[GroupMessage] = []
-        self.posted = asyncio.Event()
-        self.last_sent = 0
+        self.follower = ExecutionFollower(self.execution_pk, self)
         self.last_status: StatusFrame | None = None
-        # Whoever writes frames (the replay, the queue's drain, the feed writing at once) holds this: each advances
-        # `last_sent`, and messages go out in the order the feed offered them.
-        self.sending = asyncio.Lock()
-        self.follower: asyncio.Task | None = None
         if not await self.still_allowed():
             return
 
@@ -103,14 +88,10 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "follower", None) is not None:
-            self.follower.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.follower
-        if getattr(self, "feed", None) is not None:
-            await self.feed.remove(self)
+            await self.follower.leave()
 
     async def receive_message(self, message: TimelineSubscribe) -> None:
-        if self.feed is not None:
+        if self.follower.feed is not None:
             await self.fail(ErrorCode.ALREADY_SUBSCRIBED, "This connection is already subscribed.")
             return
         if message.execution is not None and message.execution != self.execution_pk:
@@ -120,11 +101,7 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
             )
             return
         after = message.after or 0
-        # Join the group (through this process's feed) before reading anything: every event committed from here
-        # on is either in the replay or arrives as a live message (published after commit), so nothing falls in
-        # between.
-        self.feed = feed = feed_for(self.execution_pk)
-        await feed.add(self)
+        feed = await self.follower.join()
         # A position the feed saw is committed, so a cursor at or below it needs no look at the end.
         end = (
             feed.seen
@@ -134,77 +111,11 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         if after > end:
             await self.fail(ErrorCode.CURSOR_BEYOND_END, f"Position {after} is beyond the end of the timeline ({end}).")
             return
-        self.last_sent = after
-        await self._send_status(feed.status or await feed.note_status())
+        await self.send_status(feed.status or await feed.note_status())
         # The replay runs beside the dispatch loop; live messages are queued meanwhile.
-        self.follower = asyncio.create_task(self._replay_then_follow())
+        self.follower.follow(after)
 
-    async def offer(self, message: GroupMessage) -> None:
-        # Written at once only when nothing is ahead of it and no database read is needed (the common live case);
-        # that saves a task wake-up per viewer and message.
-        if self.live and not self.queued and not self.sending.locked():
-            async with self.sending:
-                if message["type"] == "execution.status":
-                    await self._send_status(message)
-                    return
-                if message["type"] == "timeline.append" and (frames := self._following(message["frames"])) is not None:
-                    whole = len(frames) == len(message["frames"])
-                    await self._send_frames(frames, _shared_texts(message) if whole else None)
-                    return
-        self.queued.append(message)
-        self.posted.set()
-
-    async def drop(self) -> None:
-        await self.close(code=CLOSE_INTERNAL_ERROR)
-
-    async def _replay_then_follow(self) -> None:
-        try:
-            async with self.sending:
-                await self._send_stored_after_cursor()
-                await self.send_json(ReadyFrame(type="ready", position=self.last_sent))
-                self.live = True
-            while True:
-                while self.queued:
-                    async with self.sending:
-                        messages, self.queued = self.queued, []
-                        await self._handle(messages)
-                # No await between the emptiness check and the clear: a message queued later sets it again.
-                self.posted.clear()
-                await self.posted.wait()
-        except Exception:
-            # A task's exception would otherwise vanish and leave the client waiting forever; closing makes it
-            # reconnect and resume from the last frame it got.
-            log.exception("timeline socket of execution %s failed", self.execution_pk)
-            await self.close(code=CLOSE_INTERNAL_ERROR)
-
-    async def _handle(self, messages: list[GroupMessage]) -> None:
-        """Frames of consecutive timeline messages go out together; a status after every frame before it."""
-        for message in merged(messages):
-            if message["type"] == "timeline.append":
-                await self._deliver(message["frames"])
-            elif message["type"] == "execution.status":
-                await self._send_status(message)
-
-    def _following(self, frames: list[TimelineFrame]) -> list[TimelineFrame] | None:
-        """The frames after the last one sent, if they follow it without a hole (None if they do not)."""
-        fresh = sorted((frame for frame in frames if frame["position"] > self.last_sent), key=lambda f: f["position"])
-        # Positions are unique: the first following the last sent and the span matching the count means no hole.
-        first, last = self.last_sent + 1, self.last_sent + len(fresh)
-        if fresh and (fresh[0]["position"], fresh[-1]["position"]) != (first, last):
-            return None
-        return fresh
-
-    async def _send_stored_after_cursor(self) -> None:
-        if self.feed is not None:
-            await self._send_frames(self.feed.remembered_after(self.last_sent))
-        while page := await database_sync_to_async(read_side.frames_after)(self.execution_pk, self.last_sent):
-            if self.feed is not None:
-                self.feed.remember(page)
-            await self._send_frames(page)
-            if len(page) < read_side.REPLAY_PAGE_SIZE:
-                break
-
-    async def _send_status(self, message: ExecutionStatusMessage) -> None:
+    async def send_status(self, message: ExecutionStatusMessage) -> None:
         """A status frame, unless it says what the last one said (the feed offers one after each check that found
         a lost message)."""
         frame = _status_frame(message)
@@ -212,27 +123,16 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
             self.last_status = frame
             await self.send_json(frame)
 
-    async def _deliver(self, frames: list[TimelineFrame]) -> None:
-        outgoing: list[TimelineFrame] = []
-        last = self.last_sent
-        for frame in sorted(frames, key=lambda f: f["position"]):
-            position = frame["position"]
-            if position <= last:
-                continue
-            if position > last + 1:
-                outgoing += await database_sync_to_async(read_side.frames_between)(self.execution_pk, last, position)
-            outgoing.append(frame)
-            last = position
-        await self._send_frames(outgoing)
-
-    async def _send_frames(self, frames: list[TimelineFrame], texts: list[str] | None = None) -> None:
-        """One frame as an `event` message; several as `events` messages (per-message cost dominates replay).
-        `texts`: those messages' texts, when another viewer already made them."""
-        if not frames:
-            return
-        for text in texts or _message_texts(frames):
+    async def send_frames(self, frames: list[TimelineFrame], whole: TimelineAppend | None) -> None:
+        """One frame as an `event` message; several as `events` messages (per-message cost dominates replay)."""
+        for text in _shared_texts(whole) if whole is not None else _message_texts(frames):
             await self.send_encoded(text)
-        self.last_sent = frames[-1]["position"]
+
+    async def send_ready(self, position: int) -> None:
+        await self.send_json(ReadyFrame(type="ready", position=position))
+
+    async def abort(self) -> None:
+        await self.close(code=CLOSE_INTERNAL_ERROR)
 
 
 def _message_texts(frames: list[TimelineFrame]) -> list[str]:
