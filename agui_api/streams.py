@@ -80,7 +80,7 @@ def _read(execution_pk: int, after: int) -> _Page:
         events = [
             _Stored(f["position"], f["run"], _EVENT.validate_json(f["event_json"]))
             for f in frames
-            if f["origin"] == TimelineOrigin.RUN
+            if f["origin"] == TimelineOrigin.RUN.value
         ]
         interrupted = {
             stored.run
@@ -120,7 +120,7 @@ async def sse_events(execution_pk: int, after: int, caller: Caller) -> AsyncIter
     groups = [execution_group(execution_pk)]
     if caller.session_key is not None:
         groups.append(session_group(caller.session_key))
-    if channel is not None:
+    if layer is not None and channel is not None:
         for group in groups:
             await layer.group_add(group, channel)
     try:
@@ -154,7 +154,7 @@ async def sse_events(execution_pk: int, after: int, caller: Caller) -> AsyncIter
                 idle = 0.0
                 yield ": keepalive\n\n"
     finally:
-        if channel is not None:
+        if layer is not None and channel is not None:
             for group in groups:
                 await layer.group_discard(group, channel)
 

@@ -28,7 +28,10 @@ from observers.socket_sessions import socket_auth_stack  # noqa: E402
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(socket_auth_stack(URLRouter(websocket_urlpatterns))),
+        # types-channels wants the routes typed as Channels' own; django-stubs types them as HTTP routes.
+        "websocket": AllowedHostsOriginValidator(
+            socket_auth_stack(URLRouter(websocket_urlpatterns))  # type: ignore[arg-type]
+        ),
     }
 )
 

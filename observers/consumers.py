@@ -66,7 +66,7 @@ def _status_frame(message: ExecutionStatusMessage) -> StatusFrame:
     return StatusFrame(type="status", execution=message["execution"], status=message["status"], runs=message["runs"])
 
 
-class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
+class ExecutionTimelineConsumer(AuthenticatedJsonConsumer[TimelineSubscribe]):
     client_message = TimelineSubscribe
     field_error_codes = {"after": ErrorCode.BAD_CURSOR}
     expected_shape = '{"type": "subscribe", "after": <position or null>, "execution": <pk, optional>}'
@@ -83,7 +83,7 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         # Whoever writes frames (the replay, the queue's drain, the feed writing at once) holds this: each advances
         # `last_sent`, and messages go out in the order the feed offered them.
         self.sending = asyncio.Lock()
-        self.follower: asyncio.Task | None = None
+        self.follower: asyncio.Task[None] | None = None
         exists = self.execution_pk <= MAX_DB_INTEGER and await database_sync_to_async(read_side.execution_exists)(
             self.execution_pk
         )
@@ -93,12 +93,13 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
             )
 
     async def disconnect(self, code: int) -> None:
-        if getattr(self, "follower", None) is not None:
-            self.follower.cancel()
+        # Both are set once the socket opened for a logged-in user.
+        if (follower := getattr(self, "follower", None)) is not None:
+            follower.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self.follower
-        if getattr(self, "feed", None) is not None:
-            await self.feed.remove(self)
+                await follower
+        if (feed := getattr(self, "feed", None)) is not None:
+            await feed.remove(self)
 
     async def receive_message(self, message: TimelineSubscribe) -> None:
         if self.feed is not None:
@@ -244,11 +245,12 @@ def _shared_texts(message: TimelineAppend) -> list[str]:
     texts = message.get("texts")
     if not isinstance(texts, list):
         texts = _message_texts(message["frames"])
+        # The cache rides on the shared message itself; its type describes only what is sent.
         message["texts"] = texts  # type: ignore[typeddict-unknown-key]
     return texts
 
 
-class ThreadListConsumer(AuthenticatedJsonConsumer):
+class ThreadListConsumer(AuthenticatedJsonConsumer[ThreadsSubscribe]):
     client_message = ThreadsSubscribe
     expected_shape = '{"type": "subscribe", "threads": [<thread pk>, ...]}'
 
@@ -285,7 +287,7 @@ class ThreadListConsumer(AuthenticatedJsonConsumer):
         await self.send_json(status)
 
 
-class ApprovalsConsumer(AuthenticatedJsonConsumer):
+class ApprovalsConsumer(AuthenticatedJsonConsumer[ApprovalsSubscribe]):
     """The open requests of every thread, for the nav badge and the inbox of any page.
 
     A group message only says that something changed; the consumer reads the committed set itself, so the

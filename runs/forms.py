@@ -49,14 +49,15 @@ def _input_field(**options: Any) -> forms.CharField:
     return forms.CharField(max_length=MAX_INPUT_CHARS, validators=[multi_line_text], **options)
 
 
+class ProfileChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: AgentProfile) -> str:
+        return f"{obj.name} ({obj.model})"
+
+
 class NewThreadForm(StartForm):
-    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.order_by("name"), empty_label=None)
+    profile = ProfileChoiceField(queryset=AgentProfile.objects.order_by("name"), empty_label=None)
     title = _title_field()
     input = _input_field(required=False)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["profile"].label_from_instance = lambda profile: f"{profile.name} ({profile.model})"
 
 
 class NewExecutionForm(StartForm):
@@ -118,10 +119,13 @@ class AgentProfileForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         # Read per form: the registry is code, but a profile saved earlier may name a tool since removed.
         names = set(toolbox.tool_names()) | set(self.instance.enabled_tools or [])
-        self.fields["enabled_tools"].choices = [(name, name) for name in sorted(names)]
+        tools = self.fields["enabled_tools"]
+        assert isinstance(tools, forms.MultipleChoiceField)
+        tools.choices = [(name, name) for name in sorted(names)]
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         if "model" in cleaned:
             # Checked against this process's environment; the worker's must provide the same packages and keys.
             for problem in model_problems(ModelChoice(cleaned["model"], cleaned.get("base_url") or "")):
@@ -153,6 +157,8 @@ class DecisionSetForm(forms.Form):
     choice needs, `decision-n-args` (edited arguments, a JSON object), `decision-n-result` (external
     result, any JSON), `decision-n-answer` (text) or `decision-n-message` (the denial message).
     """
+
+    data: QueryDict  # always bound to request.POST
 
     checkpoint = forms.IntegerField(min_value=1, max_value=MAX_DB_INTEGER)
     submission_key = forms.CharField(max_length=100)
@@ -238,7 +244,8 @@ class AuditFilterForm(forms.Form):
     date_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         for name in ("date_from", "date_to"):
             day = data.get(name)
             if day is not None and not EARLIEST_DAY <= day <= LATEST_DAY:

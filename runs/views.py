@@ -13,12 +13,13 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from runs.forms import MAX_INPUT_CHARS, TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
+from runs.forms import TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
 from runs.models import AgentProfile, Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
 from runs.services.lifecycle import can_decide, cancellation, executions, starts
 from runs.services.reports import failures, provenance, timeline_page
 from runs.services.store import checkpoints, queueing
 from runs.services.timeline import read_side
+from runs.validators import MAX_INPUT_CHARS
 
 THREADS_PER_PAGE = 25
 CHECKPOINTS_PER_PAGE = 20
@@ -81,7 +82,7 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     contents = provenance.checkpoint_contents(checkpoints.object_list)
     for checkpoint in checkpoints.object_list:
-        checkpoint.contents = contents[checkpoint.pk]
+        checkpoint.contents = contents[checkpoint.pk]  # type: ignore[attr-defined]  # for the template only
     return render(
         request,
         "runs/thread.html",

@@ -15,7 +15,10 @@ idle (`worker_ttl - 15`; `--worker-ttl 20` in deploy/supervisord.conf makes that
 Selected with `RQ = {"WORKER_CLASS": "runs.worker.HostWorker"}` in the settings.
 """
 
+from typing import Any
+
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.client import Pipeline
 from redis.retry import Retry
 from rq import Worker, worker_registration
 
@@ -33,13 +36,13 @@ JOB_MONITORING_INTERVAL_SECONDS = 10
 class HostWorker(Worker):
     """An RQ worker whose work-horses start with the Host's code loaded and which outlives Redis restarts."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         toolbox.tool_names()
         kwargs.setdefault("job_monitoring_interval", JOB_MONITORING_INTERVAL_SECONDS)
         super().__init__(*args, **kwargs)
         self.connection.set_retry(_retry(RETRY_FOREVER))
 
-    def heartbeat(self, timeout=None, pipeline=None) -> None:
+    def heartbeat(self, timeout: int | None = None, pipeline: Pipeline | None = None) -> None:
         if not self.is_horse and self.birth_date is not None and not self.connection.hexists(self.key, "birth"):
             self._register_again()
         super().heartbeat(timeout, pipeline)
@@ -55,7 +58,7 @@ class HostWorker(Worker):
 
     def teardown(self) -> None:
         self.connection.set_retry(_retry(RETRIES_WHEN_STOPPING))
-        super().teardown()
+        super().teardown()  # type: ignore[no-untyped-call]  # rq leaves it unannotated
 
 
 def _retry(retries: int) -> Retry:

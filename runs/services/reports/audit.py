@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -31,7 +31,7 @@ class AuditFilters:
     """Thread, user (who decided, cancelled or published) and an inclusive day range; None = any."""
 
     thread: Thread | None = None
-    user: AbstractBaseUser | None = None
+    user: User | None = None
     date_from: date | None = None
     date_to: date | None = None
 
