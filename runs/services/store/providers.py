@@ -159,6 +159,7 @@ def build_model(choice: ModelChoice, environ: Mapping[str, str] | None = None) -
         if name != choice.provider_name:
             return infer_provider(name)
         key = next((environ[var] for var in spec.key_variables if environ.get(var)), NO_KEY)
+        # The providers reached here are OpenAI-compatible ones, which take both; `Provider` itself declares neither.
         return infer_provider_class(name)(base_url=base_url, api_key=key)  # type: ignore[call-arg]
 
     return infer_model(choice.model, provider_factory=provider_at_base_url)
