@@ -112,7 +112,6 @@ def _check_prompt(prompt: str) -> None:
 def _check_history(thread: Thread, client_texts: Sequence[str]) -> None:
     """The client's earlier user messages must be the thread's own user prompts, in order."""
     assert thread.selected_checkpoint is not None, "a thread is created with its initial checkpoint selected"
-    assert thread.selected_checkpoint is not None, "a thread is created with its initial checkpoint selected"
     state = checkpoints.load(thread.selected_checkpoint)
     prompts = [
         part.content
