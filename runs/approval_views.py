@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
@@ -33,11 +38,13 @@ from runs.services.lifecycle import (
     submit_decisions,
     tool_parameters_schema,
 )
-from runs.services.reports import audit_rows, csv_text
+from runs.services.reports import audit_rows, csv_lines
 from runs.services.store import queueing
 from runs.services.timeline import redactor_for
 
 AUDIT_ROWS = 200
+INBOX_PAGE_SIZE = 50
+EXPORT_BATCH_ROWS = 500
 
 
 def execution_url(execution: Execution) -> str:
@@ -116,6 +123,9 @@ def approval_form_context(request: HttpRequest, execution: Execution, *, next_ur
 
 def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     now = timezone.now()
+    page = Paginator(open_requests().select_related("execution__thread"), INBOX_PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
     rows = [
         {
             "request": item,
@@ -123,9 +133,9 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
             "expires_in_seconds": int((item.expires_at - now).total_seconds()) if item.expires_at else None,
             "execution_url": execution_url(item.execution),
         }
-        for item in open_requests().select_related("execution__thread")
+        for item in page.object_list
     ]
-    return {"rows": rows, "may_decide": can_decide(request.user)}
+    return {"rows": rows, "page": page, "may_decide": can_decide(request.user)}
 
 
 @login_required
@@ -136,7 +146,8 @@ def inbox(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def inbox_rows(request: HttpRequest) -> HttpResponse:
-    """The inbox's table alone: what the page fetches when its socket says the open requests changed."""
+    """The inbox's table alone (one page of it): what the page fetches when its socket says the open requests
+    changed."""
     return render(request, "runs/_approval_rows.html", _inbox_context(request))
 
 
@@ -230,11 +241,22 @@ def audit(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def audit_export(request: HttpRequest) -> HttpResponse:
+def audit_export(request: HttpRequest) -> HttpResponseBase:
     """The audit's decisions as CSV, with the page's filters and its redaction."""
     form = AuditFilterForm(request.GET or None)
     if form.is_bound and not form.is_valid():
         return HttpResponse(f"Invalid filters: {form.errors.as_text()}", status=400, content_type="text/plain")
-    response = HttpResponse(csv_text(form.filters().decisions()), content_type="text/csv; charset=utf-8")
+    # However many decisions match, the export is never held whole: rows are read from one cursor and sent a batch
+    # at a time.
+    lines = csv_lines(form.filters().decisions().iterator(chunk_size=EXPORT_BATCH_ROWS))
+    response = StreamingHttpResponse(_in_batches(lines), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="decisions.csv"'
     return response
+
+
+async def _in_batches(lines: Iterator[str]) -> AsyncIterator[str]:
+    """The lines, joined a batch at a time, for daphne: Django reads a synchronous iterator whole into a list before it
+    sends any of it over ASGI. Each batch is read on the request's thread, where the cursor is."""
+    read_batch = sync_to_async(lambda: "".join(islice(lines, EXPORT_BATCH_ROWS)))
+    while batch := await read_batch():
+        yield batch

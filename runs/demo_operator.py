@@ -17,6 +17,8 @@ def ensure_demo_operator() -> str:
         username=DEMO_USERNAME, defaults={"is_staff": True, "is_superuser": True}
     )
     if created:
+        # set_password runs no validators: the demo password fails all but the length rule, and that is the point
+        # of a published local-only password (production refuses to start while it works).
         user.set_password(DEMO_PASSWORD)
         user.save(update_fields=["password"])
         # Granted explicitly too, so the account still decides if someone takes away its superuser flag.

@@ -16,7 +16,7 @@ from django.http import QueryDict
 from runs.models import AgentProfile, Thread, Verdict
 from runs.services.lifecycle import MAX_KEY_LENGTH, MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
 from runs.services.reports import AuditFilters
-from runs.services.store import ModelChoice, model_problems, toolbox
+from runs.services.store import ModelChoice, base_url_problem, model_problems, profile_key_variable, toolbox
 from runs.services.timeline import THREAD_STATUSES
 from runs.validators import MAX_DB_INTEGER, MAX_INPUT_CHARS, multi_line_text, single_line_text, unstorable_json
 
@@ -103,7 +103,10 @@ class AgentProfileForm(forms.ModelForm):
         required=False,
         assume_scheme="http",
         max_length=300,
-        help_text=AgentProfile._meta.get_field("base_url").help_text,
+        help_text=f"{AgentProfile._meta.get_field('base_url').help_text} It must be https unless its host is this "
+        "machine or listed in HARNESS_MODEL_HOSTS_ALLOWED. Requests to it carry the key in the environment variable "
+        "HARNESS_PROFILE_<NAME>_API_KEY (the profile's name in capitals, '-' as '_'), or none: never the provider's "
+        "own key.",
     )
     enabled_tools = forms.MultipleChoiceField(
         required=False,
@@ -123,12 +126,31 @@ class AgentProfileForm(forms.ModelForm):
         assert isinstance(tools, forms.MultipleChoiceField)
         tools.choices = [(name, name) for name in sorted(names)]
 
+    def clean_name(self) -> str:
+        name: str = self.cleaned_data["name"]
+        variable = profile_key_variable(name)
+        others = AgentProfile.objects.exclude(pk=self.instance.pk).values_list("name", flat=True)
+        # Else a new profile could be given the key of an existing one, and send it to its own base URL.
+        if clash := next((other for other in others if profile_key_variable(other) == variable), None):
+            raise forms.ValidationError(
+                f'The profile "{clash}" already reads its key from {variable}: choose a name that differs from it '
+                "in more than case, '-' and '_'."
+            )
+        return name
+
+    def clean_base_url(self) -> str:
+        base_url: str = self.cleaned_data["base_url"]
+        if problem := base_url_problem(base_url):
+            raise forms.ValidationError(problem)
+        return base_url
+
     def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
-        if "model" in cleaned:
+        if "model" in cleaned and "base_url" not in self.errors:
             # Checked against this process's environment; the worker's must provide the same packages and keys.
-            for problem in model_problems(ModelChoice(cleaned["model"], cleaned.get("base_url") or "")):
+            choice = ModelChoice(cleaned["model"], cleaned.get("base_url") or "", cleaned.get("name") or "")
+            for problem in model_problems(choice):
                 self.add_error("model", problem)
         return cleaned
 

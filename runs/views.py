@@ -23,6 +23,7 @@ from runs.validators import MAX_INPUT_CHARS
 
 THREADS_PER_PAGE = 25
 CHECKPOINTS_PER_PAGE = 20
+EXECUTIONS_PER_PAGE = 25
 RUN_EVENTS_PER_PAGE = 200
 LIMITS = {"input": MAX_INPUT_CHARS, "title": TITLE_CHARS}
 """Shown as `maxlength` on the forms; the forms enforce them."""
@@ -88,7 +89,9 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "runs/thread.html",
         {
             "thread": thread,
-            "executions": read_side.executions_of(thread),
+            "executions": Paginator(read_side.executions_of(thread), EXECUTIONS_PER_PAGE).get_page(
+                request.GET.get("executions")
+            ),
             "checkpoints": checkpoints,
             "ancestry": read_side.fork_ancestry(thread),
             "origin": provenance.fork_origin(thread),

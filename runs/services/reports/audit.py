@@ -8,9 +8,8 @@ redaction of its execution's policy version (`AuditRow`), on the page and in the
 from __future__ import annotations
 
 import csv
-import io
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
@@ -23,7 +22,7 @@ from runs.models import Decision, DeferredKind, DroppedCancelRequest, Execution,
 
 from ..timeline.redaction import redactor_for
 
-__all__ = ("CSV_COLUMNS", "AuditFilters", "AuditRow", "audit_rows", "csv_text")
+__all__ = ("CSV_COLUMNS", "AuditFilters", "AuditRow", "audit_rows", "csv_lines")
 
 
 @dataclass(frozen=True)
@@ -166,15 +165,21 @@ CSV_COLUMNS = (
 )
 
 
-def csv_text(decisions: Iterable[Decision]) -> str:
-    """The export: a header, then one decision a line, masked like the page."""
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(CSV_COLUMNS)
+class _Line:
+    """A file for csv.writer whose write hands back the line instead of keeping it."""
+
+    def write(self, line: str) -> str:
+        return line
+
+
+def csv_lines(decisions: Iterable[Decision]) -> Iterator[str]:
+    """The export a line at a time: a header, then one decision a line, masked like the page."""
+    writer = csv.writer(_Line())
+    yield writer.writerow(CSV_COLUMNS)
     for decision in decisions:
         row = AuditRow.of(decision)
         request = decision.request
-        writer.writerow(
+        yield writer.writerow(
             _cell(value)
             for value in (
                 decision.decided_at.isoformat(),
@@ -195,7 +200,6 @@ def csv_text(decisions: Iterable[Decision]) -> str:
                 _json(row.result),
             )
         )
-    return out.getvalue()
 
 
 def _cell(value: Any) -> Any:

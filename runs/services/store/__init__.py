@@ -14,7 +14,7 @@ from .policy import (
     parse_redact_patterns,
     publish_policy_version,
 )
-from .providers import DEMO_MODEL, PROVIDERS, ModelChoice, model_problems
+from .providers import DEMO_MODEL, PROVIDERS, ModelChoice, base_url_problem, model_problems, profile_key_variable
 from .queueing import queue_reachable
 
 __all__ = (
@@ -24,6 +24,7 @@ __all__ = (
     "ModelChoice",
     "approval_capability",
     "approval_reason",
+    "base_url_problem",
     "checkpoints",
     "expiry_for",
     "journal",
@@ -31,6 +32,7 @@ __all__ = (
     "model_problems",
     "parse_redact_patterns",
     "policy",
+    "profile_key_variable",
     "publish_policy_version",
     "queue_reachable",
     "queueing",
