@@ -12,7 +12,8 @@ items (origin `host`: the `a13n.host.decision` item after an interrupt) are left
 events of any run's AG-UI stream (a decision follows the suspended run's RUN_FINISHED).
 
 A stream lasts only as long as the credentials that opened it. Every `CREDENTIAL_CHECK_SECONDS` it checks again that
-its token (not revoked, not expired) or session still authenticates its user (a read or two by key); a session's
+its token (not revoked, not expired) or session still authenticates its user (a read or two by key), and that
+the user may still see the execution (a member of its team); a session's
 stream also joins the session's group, to which logging out sends `session.ended` (observers' `user_logged_out`
 receiver, the one that closes the session's websockets), and ends at once. An ended stream's last record is an
 SSE comment saying why; reconnecting gets the endpoint's 401.
@@ -34,6 +35,7 @@ from django.db import connections
 from pydantic import TypeAdapter
 
 from runs.models import ACTIVE_EXECUTION_STATUSES, DeferredRequest, Execution, ExecutionStatus, TimelineOrigin
+from runs.services.store.access import visible_executions
 from runs.services.timeline import REPLAY_PAGE_SIZE, execution_group, frames_after, session_group
 
 from .answers import interrupt_of
@@ -131,6 +133,10 @@ async def sse_events(execution_pk: int, after: int, caller: Caller) -> AsyncIter
                 if not await sync_to_async(_still_valid)(caller):
                     yield _ended(caller)
                     return
+                if not await sync_to_async(_still_visible)(caller, execution_pk):
+                    # The user left the execution's team: as if it no longer existed.
+                    yield f": ended: there is no execution {execution_pk}\n\n"
+                    return
                 checked = time.monotonic()
             page = await sync_to_async(_read)(execution_pk, after)
             for stored in page.events:
@@ -162,6 +168,13 @@ async def sse_events(execution_pk: int, after: int, caller: Caller) -> AsyncIter
 def _still_valid(caller: Caller) -> bool:
     try:
         return caller.still_valid()
+    finally:
+        connections.close_all()
+
+
+def _still_visible(caller: Caller, execution_pk: int) -> bool:
+    try:
+        return visible_executions(caller.user).filter(pk=execution_pk).exists()
     finally:
         connections.close_all()
 

@@ -23,13 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from asgiref.typing import WebSocketDisconnectEvent
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
 from django.http import HttpRequest
 from pydantic import BaseModel, ValidationError
 
@@ -93,6 +94,11 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer, Generic[ClientMessag
             self.session_watch = asyncio.create_task(self._watch_session(self.session_key, user.pk))
         self.refresher = asyncio.create_task(self._keep_joined())
         await self.opened()
+
+    @property
+    def user(self) -> User | AnonymousUser:
+        """The scope's user: Channels' lazy proxy of the session's user, which types-channels types as a base user."""
+        return cast("User | AnonymousUser", self.scope["user"])
 
     async def opened(self) -> None:
         """Called once an authenticated connection is accepted."""
@@ -196,6 +202,13 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer, Generic[ClientMessag
             if still != user_pk:
                 await self.session_ended(SessionEnded(type="session.ended"))
                 return
+            if not await self.still_allowed():
+                return
+
+    async def still_allowed(self) -> bool:
+        """Checked with the session: whether the user may still watch what the socket shows; a subclass that
+        shows one object closes (as for an object that does not exist) and answers False once they may not."""
+        return True
 
 
 class NoSuchSocketConsumer(AuthenticatedJsonConsumer[BaseModel]):

@@ -21,6 +21,7 @@ from channels.db import database_sync_to_async
 
 from observers.authenticated import AuthenticatedJsonConsumer
 from observers.execution_feeds import ExecutionFeed, feed_for, merged, text_of
+from runs.models import TeamRole
 from runs.protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NOT_FOUND,
@@ -39,7 +40,8 @@ from runs.protocol import (
     TimelineFrame,
     TimelineSubscribe,
 )
-from runs.services.lifecycle import open_request_ids
+from runs.services.lifecycle import open_requests
+from runs.services.store import access
 from runs.services.timeline import APPROVALS_GROUP, THREADS_GROUP, read_side
 from runs.validators import MAX_DB_INTEGER
 
@@ -84,13 +86,20 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer[TimelineSubscribe]):
         # `last_sent`, and messages go out in the order the feed offered them.
         self.sending = asyncio.Lock()
         self.follower: asyncio.Task[None] | None = None
-        exists = self.execution_pk <= MAX_DB_INTEGER and await database_sync_to_async(read_side.execution_exists)(
-            self.execution_pk
-        )
-        if not exists:
+        if not await self.still_allowed():
+            return
+
+    async def still_allowed(self) -> bool:
+        # Another team's execution is answered exactly like one that does not exist, now and at every re-check.
+        visible = self.execution_pk <= MAX_DB_INTEGER and await database_sync_to_async(self._visible)()
+        if not visible:
             await self.fail(
                 ErrorCode.NOT_FOUND, f"Execution {self.execution_pk} does not exist.", close_code=CLOSE_NOT_FOUND
             )
+        return visible
+
+    def _visible(self) -> bool:
+        return access.visible_executions(self.user).filter(pk=self.execution_pk).exists()
 
     async def disconnect(self, code: int) -> None:
         # Both are set once the socket opened for a logged-in user.
@@ -261,6 +270,9 @@ class ThreadListConsumer(AuthenticatedJsonConsumer[ThreadsSubscribe]):
         # A refresh's read and send, and a live message's send, one at a time: an older status read by a
         # refresh can never overtake a newer live one.
         self.sending = asyncio.Lock()
+        # Whether the user may see each thread a message named: the group carries every team's statuses. Read
+        # again at each refresh, so a membership that ended stops the statuses of its team's threads.
+        self.visible: dict[int, bool] = {}
         await self.join(THREADS_GROUP)
 
     async def receive_message(self, message: ThreadsSubscribe) -> None:
@@ -269,17 +281,29 @@ class ThreadListConsumer(AuthenticatedJsonConsumer[ThreadsSubscribe]):
         await self.send_json(ReadyFrame(type="ready"))
 
     async def refresh(self) -> None:
+        self.visible = {}
         await self._send_changed_statuses()
 
     async def _send_changed_statuses(self) -> None:
         async with self.sending:
-            for status in await database_sync_to_async(read_side.thread_status_messages)(self.threads):
+            for status in await database_sync_to_async(self._visible_statuses)():
                 if self.shown.get(status["thread"]) != status:
                     await self._send_status(status)
 
+    def _visible_statuses(self) -> list[ThreadStatus]:
+        visible = access.visible_threads(self.user).filter(pk__in=self.threads)
+        return read_side.thread_status_messages(visible.values_list("pk", flat=True))
+
     async def thread_status(self, message: ThreadStatus) -> None:
         async with self.sending:
-            await self._send_status(message)
+            thread = message["thread"]
+            if thread not in self.visible:
+                self.visible[thread] = await database_sync_to_async(self._may_see)(thread)
+            if self.visible[thread]:
+                await self._send_status(message)
+
+    def _may_see(self, thread: int) -> bool:
+        return access.visible_threads(self.user).filter(pk=thread).exists()
 
     async def _send_status(self, status: ThreadStatus) -> None:
         if status["thread"] in self.threads:
@@ -319,11 +343,16 @@ class ApprovalsConsumer(AuthenticatedJsonConsumer[ApprovalsSubscribe]):
     async def approvals_changed(self, message: ApprovalsChanged) -> None:
         await self._send_if_changed()
 
+    def _decidable_ids(self) -> list[int]:
+        """The open requests the user may decide, as the badge and the inbox count them."""
+        decidable = access.scoped(open_requests(), self.user, TeamRole.APPROVER)
+        return list(decidable.values_list("pk", flat=True))
+
     async def _send_if_changed(self) -> None:
         if not self.subscribed:
             return
         async with self.sending:
-            requests = await database_sync_to_async(open_request_ids)()
+            requests = await database_sync_to_async(self._decidable_ids)()
             if requests == self.shown:
                 return
             self.shown = requests

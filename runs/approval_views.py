@@ -13,9 +13,10 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
@@ -28,6 +29,7 @@ from runs.models import (
     DeferredRequest,
     Execution,
     ExecutionStatus,
+    TeamRole,
 )
 from runs.services.lifecycle import (
     SubmissionRejected,
@@ -39,7 +41,8 @@ from runs.services.lifecycle import (
     tool_parameters_schema,
 )
 from runs.services.reports import audit_rows, csv_lines
-from runs.services.store import queueing
+from runs.services.store import access, queueing
+from runs.services.store.access import get_visible_or_404
 from runs.services.timeline import redactor_for
 
 AUDIT_ROWS = 200
@@ -115,7 +118,7 @@ def approval_form_context(request: HttpRequest, execution: Execution, *, next_ur
         "checkpoint_id": execution.thread.selected_checkpoint_id,
         # One key per rendered form: a double submit or a second post of the same page repeats it.
         "submission_key": new_submission_key(),
-        "may_decide": can_decide(request.user),
+        "may_decide": can_decide(request.user, execution),
         "expires_at": min(expires) if expires else None,
         "next": next_url or request.get_full_path(),
     }
@@ -123,7 +126,7 @@ def approval_form_context(request: HttpRequest, execution: Execution, *, next_ur
 
 def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     now = timezone.now()
-    page = Paginator(open_requests().select_related("execution__thread"), INBOX_PAGE_SIZE).get_page(
+    page = Paginator(_decidable(request).select_related("execution__thread"), INBOX_PAGE_SIZE).get_page(
         request.GET.get("page")
     )
     rows = [
@@ -135,12 +138,18 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
         }
         for item in page.object_list
     ]
-    return {"rows": rows, "page": page, "may_decide": can_decide(request.user)}
+    return {"rows": rows, "page": page}
+
+
+def _decidable(request: HttpRequest) -> QuerySet[DeferredRequest]:
+    """The open requests the user may decide: the inbox and the nav badge count only these."""
+    return access.scoped(open_requests(), request.user, TeamRole.APPROVER)
 
 
 @login_required
 def inbox(request: HttpRequest) -> HttpResponse:
-    """Waiting requests across all threads, oldest first; only open sets (the thread's selected checkpoint)."""
+    """Waiting requests the user may decide, across their teams' threads, oldest first; only open sets (the
+    thread's selected checkpoint)."""
     return render(request, "runs/approvals.html", _inbox_context(request))
 
 
@@ -156,12 +165,12 @@ def inbox_rows(request: HttpRequest) -> HttpResponse:
 def decide(request: HttpRequest, execution_pk: int) -> HttpResponse:
     """GET: the approval form fragment (for a page that learns live that the execution waits).
     POST: accept one complete decision set, or explain why it was refused and change nothing."""
-    execution = get_object_or_404(Execution.objects.select_related("thread"), pk=execution_pk)
+    execution = get_visible_or_404(Execution.objects.select_related("thread"), request.user, pk=execution_pk)
     if request.method == "GET":
         context = approval_form_context(request, execution, next_url=execution_url(execution))
         return render(request, "runs/_approval_form.html", context)
-    if not can_decide(request.user):
-        raise PermissionDenied("Answering deferred requests needs the runs.decide_deferred permission.")
+    if not can_decide(request.user, execution):
+        raise PermissionDenied("Answering deferred requests needs the approver role in the thread's team.")
     form = DecisionSetForm(request.POST)
     back = _safe_next(request, form.data.get("next")) or execution_url(execution)
     wants_json = request.headers.get("Accept", "").startswith("application/json")
@@ -222,7 +231,7 @@ def _safe_next(request: HttpRequest, candidate: str | None) -> str | None:
 @login_required
 def audit(request: HttpRequest) -> HttpResponse:
     """Decisions, cancellations and policy versions, newest first, filtered by thread, user and date."""
-    form = AuditFilterForm(request.GET or None)
+    form = AuditFilterForm(request.GET or None, viewer=request.user)
     filters = form.filters()
     return render(
         request,
@@ -243,7 +252,7 @@ def audit(request: HttpRequest) -> HttpResponse:
 @login_required
 def audit_export(request: HttpRequest) -> HttpResponseBase:
     """The audit's decisions as CSV, with the page's filters and its redaction."""
-    form = AuditFilterForm(request.GET or None)
+    form = AuditFilterForm(request.GET or None, viewer=request.user)
     if form.is_bound and not form.is_valid():
         return HttpResponse(f"Invalid filters: {form.errors.as_text()}", status=400, content_type="text/plain")
     # However many decisions match, the export is never held whole: rows are read from one cursor and sent a batch

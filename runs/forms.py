@@ -11,12 +11,13 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser, User
 from django.http import QueryDict
 
 from runs.models import AgentProfile, Thread, Verdict
 from runs.services.lifecycle import MAX_KEY_LENGTH, MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
 from runs.services.reports import AuditFilters
-from runs.services.store import ModelChoice, base_url_problem, model_problems, profile_key_variable, toolbox
+from runs.services.store import ModelChoice, access, base_url_problem, model_problems, profile_key_variable, toolbox
 from runs.services.timeline import THREAD_STATUSES
 from runs.validators import MAX_DB_INTEGER, MAX_INPUT_CHARS, multi_line_text, single_line_text, unstorable_json
 
@@ -265,6 +266,16 @@ class AuditFilterForm(forms.Form):
     date_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     date_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
 
+    def __init__(self, *args: Any, viewer: User | AnonymousUser, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Only the viewer's teams: their threads, and the people who could have acted on them.
+        self.viewer = viewer
+        thread, user = self.fields["thread"], self.fields["user"]
+        assert isinstance(thread, forms.ModelChoiceField) and isinstance(user, forms.ModelChoiceField)
+        assert thread.queryset is not None
+        thread.queryset = access.scoped(thread.queryset, viewer)
+        user.queryset = access.visible_users(viewer).order_by("username")
+
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
@@ -280,5 +291,5 @@ class AuditFilterForm(forms.Form):
     def filters(self) -> AuditFilters:
         """The valid filters; none when the form is unbound or invalid (its errors say why)."""
         if not self.is_valid():
-            return AuditFilters()
-        return AuditFilters(**self.cleaned_data)
+            return AuditFilters(viewer=self.viewer)
+        return AuditFilters(viewer=self.viewer, **self.cleaned_data)

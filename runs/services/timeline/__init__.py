@@ -17,7 +17,6 @@ from .publishing import (
 from .read_side import (
     REPLAY_PAGE_SIZE,
     THREAD_STATUSES,
-    execution_exists,
     format_duration,
     frames_after,
     last_position,
@@ -37,7 +36,6 @@ __all__ = (
     "TimelineRedactor",
     "argument_changes",
     "dump_event",
-    "execution_exists",
     "execution_group",
     "format_duration",
     "frames_after",
