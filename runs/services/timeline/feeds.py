@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from typing import Protocol, TypeGuard
+from typing import Protocol, TypeGuard, cast
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
@@ -56,6 +56,7 @@ def text_of(frame: TimelineFrame) -> str:
     text = frame.get("text")
     if not isinstance(text, str):
         text = event_frame_text(frame)
+        # The cache rides on the shared frame itself; its type describes only what is sent.
         frame["text"] = text  # type: ignore[typeddict-unknown-key]
     return text
 
@@ -83,11 +84,13 @@ class ExecutionFeed:
         self.execution_pk = execution_pk
         self.group = execution_group(execution_pk)
         self.key = (asyncio.get_running_loop(), execution_pk)
-        self.layer = get_channel_layer()
+        layer = get_channel_layer()
+        assert layer is not None, "the settings configure a channel layer"
+        self.layer = layer
         self.viewers: dict[Viewer, None] = {}
         self.channel = ""
         self.started = asyncio.ensure_future(self._start())
-        self.tasks: list[asyncio.Task] = []
+        self.tasks: list[asyncio.Task[None]] = []
         # Frames at positions 1..len(remembered), each with its text.
         self.remembered: list[TimelineFrame] = []
         self.remembered_chars = 0
@@ -190,7 +193,8 @@ class ExecutionFeed:
             while True:
                 # Received first, appended after: `_fan_out` replaces the list while this waits.
                 message = await self.layer.receive(self.channel)
-                self.arrived.append(message)
+                # Only `runs.services.timeline.publishing` sends to the group; `_fan_out_one` survives a malformed one.
+                self.arrived.append(cast(GroupMessage, message))
                 self.has_arrived.set()
         except Exception:
             log.exception("the feed of %s stopped", self.group)
@@ -215,13 +219,14 @@ class ExecutionFeed:
             await self._fail()
 
     async def _fan_out_one(self, message: GroupMessage) -> None:
+        # `.get`, not `[]`: a message without a type is offered as it is. mypy narrows the union only on `[]`.
         if message.get("type") == "execution.status":
             async with self.announcing:
-                await self._announce(message)  # type: ignore[arg-type]
+                await self._announce(message)  # type: ignore[arg-type]  # an ExecutionStatusMessage, see above
             return
         if message.get("type") == "timeline.append":
             try:
-                self.remember(message["frames"])  # type: ignore[typeddict-item]
+                self.remember(message["frames"])  # type: ignore[typeddict-item]  # a TimelineAppend, see above
             except (KeyError, TypeError):
                 # A malformed message must not stop the feed of every viewer; a later message or the next check
                 # brings what it should have.
