@@ -20,7 +20,11 @@ REDACTED = "[redacted]"
 STREAM_CONTEXT_CHARS = 256
 FRAGMENT_EVENT_NAME = "a13n.stream.fragment"
 
-_KEY = re.compile(r"""(?P<q>\\?["']|)(?P<key>[A-Za-z_][\w.-]*)(?P=q)\s*[:=]\s*""")
+# The linear key pattern (#28): it finds the same keys as a search from every position, without its cost on a
+# long run of word characters in a stored value.
+_KEY = re.compile(
+    r"""(?:(?P<q>\\?["'])|(?<![\w.-])(?:[^\W_A-Za-z]|[.-])*+)(?P<key>[A-Za-z_][\w.-]*+)(?(q)(?P=q))\s*+[:=]\s*"""
+)
 _BARE_END = frozenset(" \t\r\n\f\v,;&\"'\\)]}")
 _STRUCTURAL_FIELDS = frozenset(
     {
