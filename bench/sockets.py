@@ -36,7 +36,12 @@ def operator_cookie() -> str:
     from django.contrib.auth import get_user_model
     from django.test import Client
 
+    from runs.models import DEFAULT_TEAM, Membership, Team, TeamRole
+
     user, _ = get_user_model().objects.get_or_create(username="bench-operator")
+    # The sockets answer only a member of the execution's team; the bench's executions are in the default one.
+    team, _ = Team.objects.get_or_create(name=DEFAULT_TEAM)
+    Membership.objects.get_or_create(user=user, team=team, defaults={"role": TeamRole.VIEWER})
     client = Client()
     client.force_login(user)
     return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
