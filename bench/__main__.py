@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.services import RedisServer
+from tests.support.services import RedisServer
 
 from . import postgres
 from .machine import describe

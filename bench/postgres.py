@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.services import free_port
+from tests.support.services import free_port
 
 __all__ = ("Cluster", "available", "temporary_cluster")
 

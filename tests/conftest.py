@@ -14,7 +14,7 @@ import pytest
 from hypothesis.configuration import set_hypothesis_home_dir
 
 from harness_site.settings import HARNESS_VAR_DIR, channel_layer_config
-from tests.services import CHROMIUM, CHROMIUM_ARGS, DaphneServer, RedisServer, RQWorker, service_env
+from tests.support.services import CHROMIUM, CHROMIUM_ARGS, DaphneServer, RedisServer, RQWorker, service_env
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
@@ -109,15 +109,15 @@ def live_stack(stack, transactional_db, redis_settings) -> Stack:
 
 @pytest.fixture
 def operator_user(django_user_model):
-    from tests.factories import create_decider
+    from tests.support.factories import create_decider
 
     return create_decider(django_user_model, "op", "op-password-1")
 
 
 @pytest.fixture
 def scenario_tools(settings):
-    """The host's tool registry also holds the tools of tests/approval_scenarios.py (in this process)."""
-    settings.HARNESS_TOOLSETS = [*settings.HARNESS_TOOLSETS, "tests.approval_scenarios.toolset"]
+    """The host's tool registry also holds the tools of tests/support/approval_scenarios.py (in this process)."""
+    settings.HARNESS_TOOLSETS = [*settings.HARNESS_TOOLSETS, "tests.support.approval_scenarios.toolset"]
 
 
 @pytest.fixture(scope="session")

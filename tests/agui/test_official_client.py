@@ -18,9 +18,8 @@ from pydantic_ai import ToolDenied, ToolFailed
 from observers.agui import HarnessAguiStreamObserver
 from runs.harness import DeferredToolResume, HarnessRunResultEvent, HarnessStreamEvent
 from runs.harness.demo import build_demo_agent
-from tests.agui_js.client import assert_verified, require_client, verify_streams
-
-from .generated_runs import Stream, generated_runs
+from tests.support.agui_js.client import assert_verified, require_client, verify_streams
+from tests.support.generated_runs import Stream, generated_runs
 
 PROPERTY_SETTINGS = settings.get_profile(os.environ.get("AGUI_HYPOTHESIS_PROFILE", "agui"))
 PROMPTS = [

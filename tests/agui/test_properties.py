@@ -13,10 +13,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from observers.agui import HarnessAguiObserver, HarnessAguiStreamObserver
-from tests.factories import history
-
-from .agui_rules import assert_agui_stream
-from .generated_runs import Stream, generated_runs
+from tests.support.agui_rules import assert_agui_stream
+from tests.support.factories import history
+from tests.support.generated_runs import Stream, generated_runs
 
 OBSERVERS: dict[str, tuple[type[HarnessAguiObserver], int]] = {
     "single": (HarnessAguiObserver, 0),

@@ -12,7 +12,7 @@ from pydantic_ai import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPart, 
 
 from observers.agui import AguiObservationError, HarnessAguiObserver
 from runs.harness import HarnessEvent, HarnessExtensionEvent
-from tests.factories import SourceRun, history
+from tests.support.factories import SourceRun, history
 
 
 def text_run() -> tuple[list[Any], list[Any]]:

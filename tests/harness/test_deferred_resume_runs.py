@@ -37,8 +37,7 @@ from runs.harness import (
     RunError,
 )
 from runs.harness._deferred import DEFERRED_UNAVAILABLE_MESSAGE
-
-from .recovery_support import CallingModel, Spy, returns_by_id
+from tests.support.tool_recovery import CallingModel, Spy, returns_by_id
 
 X_SCHEMA = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
 

@@ -31,8 +31,7 @@ from runs.harness import (
     RunError,
 )
 from runs.harness._deferred import MAX_DEFERRED_REQUESTS, check_resume_surface, preflight_deferred_resume, tool_identity
-
-from .recovery_support import checkpoint_history
+from tests.support.tool_recovery import checkpoint_history
 
 A_ID = "tool/native/a"
 B_ID = "tool/native/b"

@@ -21,7 +21,7 @@ from runs.harness import (
 from runs.harness._deferred import DEFERRED_UNAVAILABLE_MESSAGE
 from runs.harness._events import run_started_event, utc_now
 from runs.harness._subagents import SUBAGENTS_NAMESPACE, RetainedChildren
-from tests.harness.streams import call_then_echo, collect
+from tests.support.harness_streams import call_then_echo, collect
 
 
 def _child_script(messages, info):

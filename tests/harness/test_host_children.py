@@ -22,7 +22,7 @@ from runs.harness import (
 )
 from runs.harness._deferred import validate_deferred_requests
 from runs.harness.demo import build_demo_agent
-from tests.factories import SourceRun
+from tests.support.factories import SourceRun
 
 PROMPT = "deploy release 3.0 and a child: look up REC-7"
 

@@ -40,8 +40,7 @@ from runs.harness import (
     tool_call_approved,
 )
 from runs.harness._recovery import prepare_tool_recovery
-
-from .recovery_support import Recorder, Spy, checkpoint_history, is_unknown, returns_by_id, unknown
+from tests.support.tool_recovery import Recorder, Spy, checkpoint_history, is_unknown, returns_by_id, unknown
 
 MODES = ("declared", "never", "always")
 

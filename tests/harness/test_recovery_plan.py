@@ -17,8 +17,7 @@ from pydantic_ai import (
 
 from runs.harness import INTERRUPTED_TOOL_RESULT, DeferredToolCall, DeferredToolResume, PendingDeferredCalls, RunError
 from runs.harness._recovery import prepare_tool_recovery
-
-from .recovery_support import checkpoint_history, is_unknown, unknown
+from tests.support.tool_recovery import checkpoint_history, is_unknown, unknown
 
 MODES = ("declared", "never", "always")
 

@@ -24,8 +24,7 @@ from runs.harness import (
     RunShell,
     scripted_model,
 )
-
-from .shell_support import ScriptedCommand, ScriptedShell, calling, tool_results
+from tests.support.scripted_shell import ScriptedCommand, ScriptedShell, calling, tool_results
 
 
 def shell_agent(script):

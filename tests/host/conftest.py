@@ -6,7 +6,7 @@ import pytest
 
 from runs.harness.demo import demo_tools
 from runs.models import Thread
-from tests import factories
+from tests.support import factories
 
 DEMO_TOOLS = sorted(demo_tools())
 

@@ -47,7 +47,7 @@ from runs.services.recovery import recovery
 from runs.services.reports import AuditFilters
 from runs.services.timeline import DECISION_EVENT_NAME
 from runs.services.worker import runner
-from tests import factories
+from tests.support import factories
 
 
 def start(prompt: str) -> Execution:

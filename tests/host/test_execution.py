@@ -33,7 +33,7 @@ from runs.services.lifecycle import Answer, cancellation, executions, forks, sub
 from runs.services.recovery import recovery
 from runs.services.store import checkpoints, journal, leases
 from runs.services.worker import runner
-from tests import factories
+from tests.support import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_recovery_backoff")]
 
@@ -354,7 +354,7 @@ def test_cancelling_a_waiting_execution_closes_its_open_requests(django_user_mod
     from django.contrib.auth.models import Permission
 
     from runs.services.lifecycle import SubmissionRejected
-    from tests.factories import suspended_execution
+    from tests.support.factories import suspended_execution
 
     waiting = suspended_execution()
     cancellation.cancel_execution(waiting.execution, user=None)

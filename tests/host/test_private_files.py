@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from harness_site.private_files import create_private
-from tests.services import ROOT
+from tests.support.services import ROOT
 
 # Writing makes SQLite create its -wal and -shm files, which it removes when the last connection closes: their
 # modes are read while the connection is open.

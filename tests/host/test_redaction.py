@@ -36,8 +36,8 @@ from runs.services.lifecycle import current_policy_version
 from runs.services.store import parse_redact_patterns
 from runs.services.timeline import REDACTED, Redactor, TimelineRedactor, dump_event, redaction, restore_redacted
 from runs.services.timeline.redaction import MAX_KEY_CHARS
-from tests import factories
-from tests.factories import suspended_execution
+from tests.support import factories
+from tests.support.factories import suspended_execution
 
 SECRETS = Redactor(parse_redact_patterns(["pass(word)?", "token", "^api[_-]?key$"]))
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -17,7 +17,7 @@ import pytest
 from harness_site import settings as settings_module
 from harness_site.environment import Environment
 from runs.checks import check_settings
-from tests.services import ROOT
+from tests.support.services import ROOT
 
 HOST_PACKAGES = ("runs", "observers", "agui_api", "harness_site")
 

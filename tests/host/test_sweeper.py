@@ -16,9 +16,9 @@ from runs.models import Execution, ExecutionStatus, HostPolicyVersion, Run, RunS
 from runs.services.recovery import SWEEP_FAILED, recovery, sweeper_passes
 from runs.services.store import queueing
 from runs.services.worker import runner
-from tests import factories
 from tests.host.conftest import DEMO_TOOLS
 from tests.host.test_execution import Crash, crash_at_model_request, expire_leases
+from tests.support import factories
 
 pytestmark = pytest.mark.django_db
 

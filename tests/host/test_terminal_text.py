@@ -10,7 +10,7 @@ from django.core.management.base import OutputWrapper
 
 from runs.management.commands.harness_run import Command
 from runs.terminal_text import printable
-from tests import factories
+from tests.support import factories
 
 HOSTILE = {
     "window title (OSC, BEL)": ("\x1b]0;owned\x07hello", "hello"),

@@ -7,9 +7,9 @@ import pytest
 
 from agui_api.models import ApiToken, token_digest
 from runs.models import Decision, DeferredRequest, Execution, Thread, TimelineEvent
-from tests.agui_http import PROFILE, TIMEOUT, bearer, parse, post_run, run_input
-from tests.agui_js.client import assert_verified
-from tests.factories import demo_profile, token_for
+from tests.support.agui_http import PROFILE, TIMEOUT, bearer, parse, post_run, run_input
+from tests.support.agui_js.client import assert_verified
+from tests.support.factories import demo_profile, token_for
 
 pytestmark = pytest.mark.usefixtures("live_stack")
 

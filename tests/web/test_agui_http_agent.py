@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from runs.models import Decision, Execution
-from tests.agui_js.client import HERE, require_client
-from tests.factories import demo_profile, token_for
+from tests.support.agui_js.client import HERE, require_client
+from tests.support.factories import demo_profile, token_for
 
 pytestmark = pytest.mark.usefixtures("live_stack")
 

@@ -18,9 +18,9 @@ from runs.models import (
     Verdict,
 )
 from runs.services.lifecycle import executions
-from tests import factories
 from tests.conftest import log_in
-from tests.services import wait_until
+from tests.support import factories
+from tests.support.services import wait_until
 
 TOOLS = ["lookup_record", "search_records", "deploy_release", "ask_operator"]
 

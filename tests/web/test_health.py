@@ -11,8 +11,8 @@ from django.utils import timezone
 from rq import Queue
 
 from runs.services.recovery import sweeper_passes
-from tests.outage_stack import Outage, use_short_leases
-from tests.services import free_port, wait_until
+from tests.support.outage_stack import Outage, use_short_leases
+from tests.support.services import free_port, wait_until
 
 
 @pytest.mark.django_db
@@ -75,7 +75,7 @@ def test_pages_need_a_login(client):
 def test_the_approvals_link_counts_waiting_requests(client, operator_user):
     from runs.models import Checkpoint, DeferredRequest, DeferredStatus
     from runs.services.store.checkpoints import digest_of
-    from tests.factories import make_execution, make_run
+    from tests.support.factories import make_execution, make_run
 
     client.force_login(operator_user)
     # The badge is always in the page (the approvals socket updates it) and hidden while nothing waits.

@@ -21,9 +21,9 @@ from runs.models import AgentProfile, Checkpoint, CheckpointKind, DecisionSubmis
 from runs.services.lifecycle import executions
 from runs.services.store import checkpoints
 from runs.validators import MAX_INPUT_CHARS
-from tests import factories
-from tests.agui_http import bearer, run_input
-from tests.factories import demo_profile, suspended_execution
+from tests.support import factories
+from tests.support.agui_http import bearer, run_input
+from tests.support.factories import demo_profile, suspended_execution
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,8 +15,8 @@ from websockets.exceptions import ConnectionClosed
 
 from runs.protocol import PIECE_CHARS, event_frame_text, pieces
 from runs.services.timeline import publish_frames, read_side
-from tests import factories
-from tests.web.timeline_page import dom_positions, wait_until_drawn
+from tests.support import factories
+from tests.support.timeline_page import dom_positions, wait_until_drawn
 
 THREE_MIB = 3 * 1024 * 1024
 

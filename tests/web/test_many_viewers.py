@@ -8,7 +8,7 @@ import json
 import pytest
 from websockets.asyncio.client import connect
 
-from tests import factories
+from tests.support import factories
 from tests.web.test_large_frames import cookie_of, frames_of, stored_frames
 
 VIEWERS = 300

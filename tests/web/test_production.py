@@ -17,7 +17,7 @@ from django.core.management import call_command
 from runs.demo_operator import DEMO_PASSWORD, DEMO_USERNAME
 from runs.models import AgentProfile
 from runs.services.store import toolbox
-from tests.services import ROOT, free_port
+from tests.support.services import ROOT, free_port
 
 HEADERS_OF_ONE_REQUEST = """
 import django; django.setup()

@@ -21,7 +21,7 @@ from runs.protocol import (
     StatusFrame,
     ThreadStatus,
 )
-from tests import factories
+from tests.support import factories
 from tests.web.test_timeline_socket import as_user
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -32,8 +32,8 @@ from runs.models import (
 )
 from runs.services.lifecycle import executions
 from runs.services.timeline import REDACTED
-from tests import factories
-from tests.services import wait_until
+from tests.support import factories
+from tests.support.services import wait_until
 
 SECRET = "hunter2-Zq81x"
 PIECES = ("hunter2", "Zq81x")  # a secret cut at a delta boundary must not leak either half

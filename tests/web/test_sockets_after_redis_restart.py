@@ -17,8 +17,8 @@ from websockets.asyncio.client import connect
 
 from runs.models import Execution
 from runs.services.timeline import publish_execution_status
-from tests import factories
-from tests.outage_stack import Outage
+from tests.support import factories
+from tests.support.outage_stack import Outage
 from tests.web.test_large_frames import cookie_of
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]

@@ -23,9 +23,9 @@ from runs.models import Checkpoint, Execution, ExecutionStatus, Run, RunStatus, 
 from runs.services.lifecycle import executions, starts
 from runs.services.recovery import recovery
 from runs.services.store import queueing
-from tests import factories
-from tests.factories import suspended_execution
-from tests.services import free_port
+from tests.support import factories
+from tests.support.factories import suspended_execution
+from tests.support.services import free_port
 
 NOTICE = "The queue (Redis) cannot be reached right now"
 BANNER = 'id="queue-banner"'

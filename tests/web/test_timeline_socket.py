@@ -17,7 +17,7 @@ from observers.execution_feeds import feed_for
 from observers.routing import websocket_urlpatterns
 from runs.models import Execution
 from runs.services.timeline import execution_group, read_side
-from tests import factories
+from tests.support import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

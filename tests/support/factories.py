@@ -66,8 +66,8 @@ from runs.models import (
 from runs.services.lifecycle import executions
 from runs.services.store import checkpoints, leases, policy
 from runs.services.timeline import redactor_for
-from tests.agui_http import PROFILE
-from tests.approval_scenarios import TOOLS
+from tests.support.agui_http import PROFILE
+from tests.support.approval_scenarios import TOOLS
 
 # --- Harness source items ---------------------------------------------------------------------------------
 
