@@ -137,11 +137,3 @@ def page(browser) -> Iterator:
     opened.set_default_timeout(15_000)
     yield opened
     context.close()
-
-
-def log_in(page, base_url: str, username: str, password: str) -> None:
-    page.goto(f"{base_url}/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base_url}/")

@@ -7,7 +7,6 @@ nested children and provider ids that repeat (numbered per response, reused by c
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ag_ui.core import BaseEvent, EventType
@@ -20,8 +19,8 @@ from runs.harness import DeferredToolResume, HarnessRunResultEvent, HarnessStrea
 from runs.harness.demo import build_demo_agent
 from tests.support.agui_js.client import assert_verified, require_client, verify_streams
 from tests.support.generated_runs import Stream, generated_runs
+from tests.support.observer_runs import PROPERTY_SETTINGS
 
-PROPERTY_SETTINGS = settings.get_profile(os.environ.get("AGUI_HYPOTHESIS_PROFILE", "agui"))
 PROMPTS = [
     "hello there",
     "please look up the record",

@@ -35,13 +35,12 @@ from runs.services.lifecycle import (
 from runs.services.recovery import recovery
 from runs.services.timeline import read_side
 from runs.services.worker import runner
-from tests.host.conftest import DEMO_TOOLS
-from tests.host.test_execution import Crash, crash_at_model_request, expire_leases
 from tests.support import factories
 from tests.support.agui_http import parse
 from tests.support.agui_js.client import assert_socket_verified, assert_verified, require_client
 from tests.support.factories import create_decider
-from tests.web.test_timeline_socket import as_user
+from tests.support.host_runs import DEMO_TOOLS, Crash, crash_at_model_request, expire_leases
+from tests.support.sockets import as_user
 
 pytestmark = [pytest.mark.usefixtures("no_recovery_backoff"), pytest.mark.django_db(transaction=True)]
 

@@ -15,10 +15,8 @@ from runs.management.commands.harness_recover import sole_sweeper_on_sqlite
 from runs.models import Execution, ExecutionStatus, HostPolicyVersion, Run, RunStatus, TimelineEvent
 from runs.services.recovery import SWEEP_FAILED, recovery, sweeper_passes
 from runs.services.store import queueing
-from runs.services.worker import runner
-from tests.host.conftest import DEMO_TOOLS
-from tests.host.test_execution import Crash, crash_at_model_request, expire_leases
 from tests.support import factories
+from tests.support.host_runs import crashed_run
 
 pytestmark = pytest.mark.django_db
 
@@ -26,17 +24,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def _no_backoff(settings):
     settings.HARNESS_RECOVERY_BACKOFF_SECONDS = 0
-
-
-def crashed_run(monkeypatch) -> Run:
-    """A run whose worker died after its first model request, with an open lane and an expired lease."""
-    run = factories.queued_run("look up REC-42", on=factories.thread(model="demo", tools=DEMO_TOOLS))
-    crash_at_model_request(monkeypatch, 2)
-    with pytest.raises(Crash):
-        runner.execute_run(run.pk)
-    monkeypatch.undo()
-    expire_leases()
-    return run
 
 
 def old_queued_run_with_lease_seconds(seconds: int) -> Run:

@@ -13,7 +13,7 @@ from django.contrib.auth.models import AnonymousUser
 from runs.models import DeferredRequest, DeferredStatus
 from runs.services.timeline import APPROVALS_GROUP
 from tests.support.factories import suspended_execution
-from tests.web.test_timeline_socket import as_user
+from tests.support.sockets import as_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

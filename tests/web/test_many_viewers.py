@@ -9,7 +9,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from tests.support import factories
-from tests.web.test_large_frames import cookie_of, frames_of, stored_frames
+from tests.support.sockets import cookie_of, frames_of, stored_frames
 
 VIEWERS = 300
 

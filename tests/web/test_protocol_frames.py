@@ -22,7 +22,7 @@ from runs.protocol import (
     ThreadStatus,
 )
 from tests.support import factories
-from tests.web.test_timeline_socket import as_user
+from tests.support.sockets import as_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,7 +19,7 @@ from runs.models import Execution
 from runs.services.timeline import publish_execution_status
 from tests.support import factories
 from tests.support.outage_stack import Outage
-from tests.web.test_large_frames import cookie_of
+from tests.support.sockets import cookie_of
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

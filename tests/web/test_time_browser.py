@@ -24,8 +24,8 @@ from ag_ui.core import (
 )
 from playwright.sync_api import expect
 
-from tests.conftest import log_in
 from tests.support import factories
+from tests.support.browser import log_in
 from tests.support.timeline_page import screenshot, wait_until_drawn
 
 T0 = int(factories.START.timestamp() * 1000)
