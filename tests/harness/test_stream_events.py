@@ -19,7 +19,7 @@ from runs.harness import (
     RunError,
     scripted_model,
 )
-from runs.harness._events import run_started_event
+from tests.support.factories import run_started_event
 from tests.support.harness_streams import call_then_echo, collect
 
 

@@ -26,10 +26,10 @@ from runs.harness import (
     ExecutableAgent,
     HarnessEvent,
     HarnessState,
+    is_unknown_result,
     recovery_retryable,
     scripted_model,
 )
-from runs.harness._interrupted import is_unknown_result
 
 
 def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
