@@ -11,8 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic_ai import ToolReturnPart
 
-from runs.harness import DeferredToolResume, item_kind
-from runs.harness._interrupted import is_unknown_result
+from runs.harness import DeferredToolResume, is_unknown_result, item_kind
 from runs.models import (
     Checkpoint,
     CheckpointKind,
@@ -525,10 +524,15 @@ def test_a_worker_dying_while_it_records_the_result_leaves_neither_result_nor_ou
     """The result item and the run's outcome commit together: otherwise a crash between them would leave a lane
     that ends with RUN_FINISHED for a run still leased and running, and recovery would redo finished work."""
 
-    def crash(*args, **kwargs):
-        raise Crash
+    real = checkpoints.record
 
-    monkeypatch.setattr(runner, "_record_result", crash)
+    def record(run, state, **kwargs):
+        # The terminal checkpoint is the first thing the outcome writes: the worker dies as it records the result.
+        if kwargs.get("kind") == CheckpointKind.TERMINAL:
+            raise Crash
+        return real(run, state, **kwargs)
+
+    monkeypatch.setattr(checkpoints, "record", record)
     run = start(demo_thread, "Please look up REC-42")
     with pytest.raises(Crash):
         runner.execute_run(run.pk)

@@ -49,7 +49,7 @@ def test_harness_run_prints_model_text_without_escape_sequences():
     out = io.StringIO()
     command = Command(stdout=OutputWrapper(out))
 
-    command._follow(execution, timeout=30)
+    command.follow(execution, timeout=30)
 
     printed = out.getvalue()
     for _, shown in HOSTILE.values():
