@@ -1,9 +1,15 @@
-"""The tests' own layout: what they share lives in tests/support/, and no test module imports another."""
+"""The tests' own rules: what they share lives in tests/support/, no test module imports another, and a test that
+starts a process is marked `services`."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
+
+import pytest
+
+from tests.support.processes import UnmarkedProcessError
 
 TESTS = Path(__file__).resolve().parent
 
@@ -49,3 +55,8 @@ def test_no_test_module_or_conftest_is_imported():
         if module.startswith("tests.") and module.rsplit(".", 1)[-1].startswith(("test_", "conftest"))
     }
     assert offenders == set(), "shared helpers belong in tests/support/"
+
+
+def test_a_test_not_marked_services_cannot_start_a_process():
+    with pytest.raises(UnmarkedProcessError, match="is not marked `services`"):
+        subprocess.run(["true"], check=True)

@@ -36,7 +36,7 @@ from tests.support.host_runs import assert_contiguous
 from tests.support.services import DaphneServer, ManagedProcess, RedisServer, RQWorker, child_pids, service_env
 from tests.support.sockets import cookie_of, frames_of, receive_message, stored_frames
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 EXECUTIONS = 50
 WATCHED_EVERY = 5  # every fifth execution has a viewer on each daphne

@@ -13,7 +13,7 @@ from runs.models import ExecutionStatus
 from runs.services.lifecycle import executions
 from tests.support.services import Supervised, service_env, wait_until
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 RUNNING = 20  # supervisord's state code for RUNNING
 

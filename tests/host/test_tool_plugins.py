@@ -30,7 +30,6 @@ def plugin_queue(settings):
         server.stop()
 
 
-@pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_a_second_tool_module_named_by_settings_replaces_the_demo_on_the_real_worker(settings, plugin_queue):
     settings.HARNESS_TOOLSETS = [PLUGIN["HARNESS_TOOLSETS"]]

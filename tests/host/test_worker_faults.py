@@ -15,8 +15,6 @@ from runs.services.recovery import recovery
 from tests.support import factories
 from tests.support.host_runs import assert_contiguous
 
-pytestmark = pytest.mark.services
-
 
 @pytest.fixture
 def fast_recovery(settings):

@@ -109,6 +109,7 @@ def test_the_approvals_link_counts_waiting_requests(client, operator_user):
     assert "data-approvals-count>1</span>" in client.get("/").content.decode()
 
 
+@pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_health_tells_the_truth_through_a_redis_restart(settings):
     use_short_leases()

@@ -21,7 +21,7 @@ from tests.support import factories
 from tests.support.outage_stack import Outage
 from tests.support.sockets import cookie_of
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 # How long a socket may take to notice: its refresh runs every second here.
 NOTICE_SECONDS = 30
