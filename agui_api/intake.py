@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ag_ui.core import RunAgentInput, TextInputContent, UserMessage
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import MaxLengthValidator
 from django.db import transaction
@@ -22,9 +22,10 @@ from django.template.defaultfilters import pluralize
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from runs.harness import THREAD_ID_PATTERN
-from runs.models import AgentProfile, ExecutionStatus, Thread
+from runs.models import ExecutionStatus, Thread
 from runs.services.lifecycle import SubmissionRejected, executions, pending_requests, submit_decisions
 from runs.services.store import checkpoints
+from runs.services.store.access import Action, can, visible_profiles
 from runs.services.timeline import last_position, redactor_for
 from runs.validators import MAX_INPUT_CHARS, multi_line_text
 
@@ -46,11 +47,16 @@ class StreamStart:
     after: int
 
 
-def begin(profile_name: str, run_input: RunAgentInput, user: AbstractBaseUser) -> StreamStart:
+def begin(profile_name: str, run_input: RunAgentInput, user: User) -> StreamStart:
     """Start or resume, as `run_input` asks; raises `Refused` (and changes nothing) when it cannot."""
-    profile = AgentProfile.objects.filter(name=profile_name).first()
+    profile = visible_profiles(user).filter(name=profile_name).first()
     if profile is None:
+        # Another team's profile is answered like one that does not exist.
         raise Refused(404, "unknown_profile", f"There is no agent profile named {profile_name!r}.")
+    if not can(user, Action.START, profile):
+        raise Refused(
+            403, "forbidden", f"Your role in the team of profile {profile_name!r} does not allow starting work."
+        )
     if len(run_input.thread_id) > THREAD_ID_MAX or not re.fullmatch(THREAD_ID_PATTERN, run_input.thread_id):
         raise Refused(
             400,
@@ -59,7 +65,9 @@ def begin(profile_name: str, run_input: RunAgentInput, user: AbstractBaseUser) -
             "e.g. 'thread-' and 32 hex digits, or 'myapp_42'.",
         )
     user_texts = [_text_of(message) for message in run_input.messages if isinstance(message, UserMessage)]
-    thread = Thread.objects.filter(thread_id=run_input.thread_id).first()
+    # Thread ids are unique per team: another team's thread of this id is not this one, and a new thread of the
+    # same id is created here as for any unused id, so the answer never tells that another team uses it.
+    thread = Thread.objects.filter(team_id=profile.team_id, thread_id=run_input.thread_id).first()
     if thread is not None and thread.profile_id != profile.pk:
         raise Refused(
             409, "thread_of_other_profile", f"Thread {thread.thread_id} belongs to profile {thread.profile.name!r}."
@@ -93,9 +101,10 @@ def begin(profile_name: str, run_input: RunAgentInput, user: AbstractBaseUser) -
 def _text_of(message: UserMessage) -> str:
     if isinstance(message.content, str):
         return message.content
-    if not all(isinstance(part, TextInputContent) for part in message.content):
+    texts = [part.text for part in message.content if isinstance(part, TextInputContent)]
+    if len(texts) != len(message.content):
         raise Refused(400, "unsupported_content", f"User message {message.id!r}: only text content is supported.")
-    return "".join(part.text for part in message.content)  # type: ignore[union-attr]
+    return "".join(texts)
 
 
 def _check_prompt(prompt: str) -> None:
@@ -110,6 +119,7 @@ def _check_prompt(prompt: str) -> None:
 
 def _check_history(thread: Thread, client_texts: Sequence[str]) -> None:
     """The client's earlier user messages must be the thread's own user prompts, in order."""
+    assert thread.selected_checkpoint is not None, "a thread is created with its initial checkpoint selected"
     state = checkpoints.load(thread.selected_checkpoint)
     prompts = [
         part.content
@@ -120,7 +130,7 @@ def _check_history(thread: Thread, client_texts: Sequence[str]) -> None:
     ]
     # Compared as shown, both sides masked alike: a comparison of real values would answer "match or 409" to a
     # caller guessing a masked secret. The thread's own history is what runs, so a masked difference is harmless.
-    shown = redactor_for(executions.current_policy_version()).text
+    shown = redactor_for(executions.current_policy_version(thread.profile.team_id)).text
     held, sent = [shown(text) for text in prompts], [shown(text) for text in client_texts]
     if held != sent:
         # How the histories differ, never what the thread holds: its prompts are real values, unmasked, and the
@@ -141,7 +151,7 @@ def _check_history(thread: Thread, client_texts: Sequence[str]) -> None:
         )
 
 
-def _resume(thread: Thread, run_input: RunAgentInput, user: AbstractBaseUser) -> StreamStart:
+def _resume(thread: Thread, run_input: RunAgentInput, user: User) -> StreamStart:
     execution = thread.executions.filter(status=ExecutionStatus.WAITING).order_by("-number").first()
     requests = pending_requests(execution) if execution is not None else []
     if execution is None or not requests:
@@ -162,6 +172,6 @@ def _resume(thread: Thread, run_input: RunAgentInput, user: AbstractBaseUser) ->
     return StreamStart(execution.pk, before)
 
 
-def _fresh(user: AbstractBaseUser) -> AbstractBaseUser:
+def _fresh(user: User) -> User:
     # Permissions are cached per user object; a decision is checked against the current grants.
     return type(user)._default_manager.get(pk=user.pk)

@@ -12,12 +12,13 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import connections
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponseBase, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from pydantic import ValidationError
 
-from runs.services.timeline import execution_exists, last_position
+from runs.services.store.access import visible_executions
+from runs.services.timeline import last_position
 from runs.validators import unstorable_json
 
 from . import intake
@@ -79,7 +80,7 @@ def _begin(profile: str, run_input: RunAgentInput, user: Any) -> intake.StreamSt
 
 @csrf_exempt
 @require_POST
-async def run_agent(request: HttpRequest, profile: str) -> HttpResponse:
+async def run_agent(request: HttpRequest, profile: str) -> HttpResponseBase:
     """Start an execution on the RunAgentInput's thread (or resume it) and stream its AG-UI events."""
     try:
         caller = await authenticate(request)
@@ -109,20 +110,21 @@ def _cursor(execution_pk: int, header: str | None) -> int:
     return after
 
 
-def _exists(execution_pk: int) -> bool:
+def _visible(execution_pk: int, user: Any) -> bool:
     try:
-        return execution_exists(execution_pk)
+        return visible_executions(user).filter(pk=execution_pk).exists()
     finally:
         connections.close_all()
 
 
 @require_GET
-async def execution_events(request: HttpRequest, pk: int) -> HttpResponse:
+async def execution_events(request: HttpRequest, pk: int) -> HttpResponseBase:
     """Replay an execution's AG-UI events after `Last-Event-ID` (or from the start), then follow until it settles."""
     try:
         caller = await authenticate(request)
         caller.require(TokenScope.READ)
-        if not await sync_to_async(_exists)(pk):
+        # Another team's execution is answered like one that does not exist.
+        if not await sync_to_async(_visible)(pk, caller.user):
             raise Refused(404, "not_found", f"There is no execution {pk}.")
         after = await sync_to_async(_cursor)(pk, request.headers.get("Last-Event-ID"))
     except Refused as refused:

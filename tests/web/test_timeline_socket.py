@@ -12,9 +12,8 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 
-from observers.execution_feeds import feed_for
 from runs.models import Execution
-from runs.services.timeline import execution_group, read_side
+from runs.services.timeline import execution_group, feed_for, read_side
 from tests.support import factories
 from tests.support.sockets import as_user
 

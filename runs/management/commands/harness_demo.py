@@ -8,10 +8,12 @@ checkpoints, as if its worker had been killed: once its lease expires the sweepe
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from runs.demo_profile import ensure_demo_profile
+from runs.demo_team import DEMO_TEAM, VIEWER_PASSWORD, VIEWER_USERNAME, ensure_demo_team
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionTrigger
 from runs.services.lifecycle import executions
 from runs.services.store import queueing
@@ -47,12 +49,12 @@ class CrashAfter:
 class Command(BaseCommand):
     help = "Create the demo profile and start demo executions, one of them recovered after a simulated crash."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--wait", type=float, default=0, metavar="SECONDS", help="wait until every demo execution settled"
         )
 
-    def handle(self, *args, wait: float = 0, **options):
+    def handle(self, *args: Any, wait: float = 0, **options: Any) -> None:
         profile = ensure_demo_profile()
         started: list[Execution] = []
         with queueing.reporting() as dispatch:
@@ -60,6 +62,12 @@ class Command(BaseCommand):
                 thread = executions.create_thread(profile, title=title)
                 started.append(executions.start_execution(thread, prompt, trigger=ExecutionTrigger.DEMO))
                 self.stdout.write(f"queued: {title}")
+            # One execution in a second team, which the user `viewer` sees alone (and `operator` sees as well).
+            research = executions.create_thread(ensure_demo_team(), title="Research team: summary")
+            started.append(executions.start_execution(research, PROMPTS[0][1], trigger=ExecutionTrigger.DEMO))
+            self.stdout.write(
+                f"queued: {research.title} (team {DEMO_TEAM}; log in as {VIEWER_USERNAME}/{VIEWER_PASSWORD})"
+            )
         if dispatch.queue_unreachable:
             self.stderr.write(queueing.UNREACHABLE_NOTICE)
 

@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import django_rq
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef
@@ -104,7 +103,7 @@ def sweep(*, now: datetime | None = None) -> SweepReport:
             outcome = continue_execution(execution, now=now)
             report.recovered += outcome == "recovered"
             report.failed += outcome == "failed"
-    queue = django_rq.get_queue("default")
+    queue = queueing.host_queue()
     for run in Run.objects.filter(status=RunStatus.QUEUED).select_related("policy_version"):
         with _guard(report, execution_pk=run.execution_id, run_pk=run.pk, step="enqueue the queued run again"):
             report.requeued += requeue_if_lost(queue, run, now=now)
@@ -159,14 +158,15 @@ def continue_execution(execution: Execution, *, now: datetime) -> str | None:
     with transaction.atomic():
         # Only the execution's row is locked (not its policy version's, which other executions share); one
         # that another sweeper holds is skipped in this pass.
-        execution = (
+        locked = (
             Execution.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related("policy_version", "thread")
             .filter(pk=execution.pk)
             .first()
         )
-        if execution is None:
+        if locked is None:
             return None
+        execution = locked
         dead = execution.runs.order_by("-number").first()
         if execution.status != ExecutionStatus.RECOVERING or dead is None or dead.status != RunStatus.ABANDONED:
             return None

@@ -75,13 +75,17 @@ class _Prefix:
         """The items a failed run would have ended with: open children failed, innermost first, then the result."""
         now = timezone.now()
         items: list[HarnessStreamEvent[Any]] = []
+        root = self.run.run_id
+        assert root is not None, "a run that journaled items has its run id"
         for delegation in reversed(list(self.open_children.values())):
             failed = delegation.model_copy(update={"action": "failed", "status": failure.code})
             parent = delegation.parent_run_id
-            thread_id = self.threads.get(parent, self.threads[self.run.run_id])
+            thread_id = self.threads.get(parent, self.threads[root])
             items.append(HarnessEvent(thread_id, parent, self._next(parent), now, failed.to_event()))
-        root, thread_id = self.run.run_id, self.threads[self.run.run_id]
-        result = HarnessRunResult(thread_id=thread_id, run_id=root, status="failed", failure=failure)
+        thread_id = self.threads[root]
+        result: HarnessRunResult[Any] = HarnessRunResult(
+            thread_id=thread_id, run_id=root, status="failed", failure=failure
+        )
         items.append(HarnessRunResultEvent(thread_id, root, self._next(root), now, result))
         return items
 
@@ -103,19 +107,20 @@ def close_projection(run: Run, failure: SafeFailure | None = None) -> bool:
     )
     observer = HarnessAguiStreamObserver(retain_events=False)
     prefix = _Prefix(run)
+    closing: list[HarnessStreamEvent[Any]] | None
     try:
         async_to_sync(observer.resume)(prefix.items())
         closing = prefix.closing_items(failure)
     except ValueError:
         # An undecodable or inconsistent prefix still gets an end, so its execution can go on to recovery.
         log.exception("run %s: journal prefix cannot be replayed; closing its lane with a plain RUN_ERROR", run.pk)
-        observer, closing = None, []
+        closing = None
     with transaction.atomic():
         # Another sweeper holding the row is closing this lane right now: leave it to that one.
         locked = Run.objects.select_for_update(skip_locked=True).filter(pk=run.pk).first()
         if locked is None or lane_closed(locked):
             return False
-        if observer is None:
+        if closing is None:
             plain = RunErrorEvent(message=failure.message, code=failure.code)
             store_events(run, [(None, timezone.now(), plain)])
         else:

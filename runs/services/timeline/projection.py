@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from ag_ui.core import BaseEvent
 from django.db import transaction
@@ -23,7 +23,7 @@ from django.db import transaction
 from observers.agui import HarnessAguiStreamObserver
 from runs.harness import HarnessStreamEvent
 from runs.models import Run, TimelineEvent, TimelineOrigin
-from runs.protocol import TimelineFrame, encode_event, timeline_frame
+from runs.protocol import Origin, TimelineFrame, encode_event, timeline_frame
 
 from ..store import journal
 from ..store.inserts import EncodedJson, insert_rows
@@ -154,7 +154,7 @@ def store_events(
                 run_id=run_id,
                 run_number=run.number,
                 subagent_run_id=subagent_run_id,
-                origin=origin.value,
+                origin=cast(Origin, origin.value),  # TimelineOrigin's values are the protocol's origins
                 event_json=text,
             )
         )
