@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.services import RedisServer
+from tests.support.services import RedisServer
 
 from . import postgres
 from .machine import describe

@@ -9,7 +9,7 @@ over CDP (`Runtime.getHeapUsage`) after a forced garbage collection, once everyt
 
 from __future__ import annotations
 
-from tests.services import CHROMIUM, CHROMIUM_ARGS
+from tests.support.services import CHROMIUM, CHROMIUM_ARGS
 
 from .context import BenchContext
 from .measure import Comparison, Report, Stats, Target

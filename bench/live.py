@@ -20,7 +20,7 @@ from bisect import bisect_left
 
 from asgiref.sync import async_to_sync
 
-from tests.services import DaphneServer
+from tests.support.services import DaphneServer
 
 from .context import BenchContext
 from .measure import Comparison, Report, Stats, Target

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.services import free_port
+from tests.support.services import free_port
 
 __all__ = ("Cluster", "available", "temporary_cluster")
 

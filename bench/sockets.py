@@ -6,7 +6,7 @@ import functools
 import os
 from typing import Any
 
-from tests.services import DaphneServer
+from tests.support.services import DaphneServer
 
 from .synthetic import SyntheticRun
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from tests.services import DaphneServer
+from tests.support.services import DaphneServer
 
 from .context import BenchContext
 from .live import _percentile, _positions_by_item

@@ -1,5 +1,8 @@
 """Shared fixtures: a real redis-server, daphne and RQ worker subprocesses, and Chromium through Playwright.
 
+Every test that starts a process is marked `services` (tests/support/processes.py says how), so `bin/test --fast`
+runs the rest: the engine, the projection and the Host in this process.
+
 Browser tests use Playwright's sync API, which keeps an event loop running in the main thread for the whole
 session; they are therefore sorted last, and Django's async-safety guard is relaxed for the ORM calls they make.
 """
@@ -15,7 +18,9 @@ from django.db.models.signals import post_save
 from hypothesis.configuration import set_hypothesis_home_dir
 
 from harness_site.settings import HARNESS_VAR_DIR, channel_layer_config
-from tests.services import CHROMIUM, CHROMIUM_ARGS, DaphneServer, RedisServer, RQWorker, service_env
+from tests.support.agui_js.client import AguiClient
+from tests.support.processes import PROCESS_FIXTURES, ProcessGuard
+from tests.support.services import CHROMIUM, CHROMIUM_ARGS, DaphneServer, RedisServer, RQWorker, service_env
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
@@ -23,12 +28,61 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 set_hypothesis_home_dir(HARNESS_VAR_DIR / "hypothesis")
 
 
+PROCESS_GUARD = ProcessGuard().install()
+MD5_HASHER = "django.contrib.auth.hashers.MD5PasswordHasher"
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="the edit-test loop: leave out the tests marked `services` (they start processes); cheap password hashes",
+    )
+
+
+def pytest_configure(config):
+    if config.getoption("fast"):
+        expression = config.option.markexpr
+        config.option.markexpr = f"({expression}) and not services" if expression else "not services"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks added here
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if {"page", "browser", "browser_context"} & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if PROCESS_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.services)
+        if {"page", "browser", "browser_context"} & fixtures:
             item.add_marker(pytest.mark.browser)
     # Stable sort: everything else first, browser tests last (see module docstring).
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    PROCESS_GUARD.refusing = None if item.get_closest_marker("services") else item.nodeid
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    # Teardown also ends the wider-scoped fixtures of earlier (marked) tests: not this test's own work.
+    PROCESS_GUARD.refusing = None
+    return (yield)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cheap_password_hashes(request) -> Iterator[None]:
+    """With --fast, new passwords are hashed with MD5: Django's PBKDF2 costs half a second of CPU for each new user
+    or login, over half of the fast lane. Not in the full run: daphne checks logins there with its own settings."""
+    if not request.config.getoption("fast"):
+        yield
+        return
+    from django.conf import settings
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=[MD5_HASHER, *settings.PASSWORD_HASHERS]):
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -111,7 +165,7 @@ def live_stack(stack, transactional_db, redis_settings) -> Stack:
 @pytest.fixture(autouse=True)
 def default_membership(django_user_model) -> Iterator[None]:
     """Every user a test creates joins the team `default` as an operator (see `factories.join_default_team`)."""
-    from tests.factories import join_default_team
+    from tests.support.factories import join_default_team
 
     post_save.connect(join_default_team, sender=django_user_model, dispatch_uid="tests-default-membership")
     yield
@@ -126,15 +180,21 @@ def without_default_membership(default_membership, django_user_model) -> None:
 
 @pytest.fixture
 def operator_user(django_user_model):
-    from tests.factories import create_decider
+    from tests.support.factories import create_decider
 
     return create_decider(django_user_model, "op", "op-password-1")
 
 
 @pytest.fixture
 def scenario_tools(settings):
-    """The host's tool registry also holds the tools of tests/approval_scenarios.py (in this process)."""
-    settings.HARNESS_TOOLSETS = [*settings.HARNESS_TOOLSETS, "tests.approval_scenarios.toolset"]
+    """The host's tool registry also holds the tools of tests/support/approval_scenarios.py (in this process)."""
+    settings.HARNESS_TOOLSETS = [*settings.HARNESS_TOOLSETS, "tests.support.approval_scenarios.toolset"]
+
+
+@pytest.fixture(scope="session")
+def agui_client() -> AguiClient:
+    """The official AG-UI client, run by node; a test that needs it is skipped when bin/setup has not installed it."""
+    return AguiClient.required()
 
 
 @pytest.fixture(scope="session")
@@ -154,11 +214,3 @@ def page(browser) -> Iterator:
     opened.set_default_timeout(15_000)
     yield opened
     context.close()
-
-
-def log_in(page, base_url: str, username: str, password: str) -> None:
-    page.goto(f"{base_url}/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base_url}/")

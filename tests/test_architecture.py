@@ -16,6 +16,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
+# import-linter, ruff and mypy run as processes; `bin/test --fast` leaves the whole module to the full run.
+pytestmark = pytest.mark.services
+
 
 def run(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True)

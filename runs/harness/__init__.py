@@ -28,7 +28,13 @@ from ._codec import (
     item_kind,
 )
 from ._context import AgentContext, RunBindings
-from ._deferred import DeferredItemKind, DeferredToolCall, DeferredToolResume, PendingDeferredCalls
+from ._deferred import (
+    DEFERRED_UNAVAILABLE_MESSAGE,
+    DeferredItemKind,
+    DeferredToolCall,
+    DeferredToolResume,
+    PendingDeferredCalls,
+)
 from ._delegation import inline_delegation_tool
 from ._environment import SHELL_TOOL_NAMES, DynamicEnvironmentCapability
 from ._errors import DefinitionError, HarnessError, RunCleanupError, RunError, StateError
@@ -41,7 +47,7 @@ from ._events import (
     InlineDelegationPayload,
 )
 from ._inputs import InputSource, InputTextEvent
-from ._interrupted import INTERRUPTED_TOOL_RESULT
+from ._interrupted import INTERRUPTED_TOOL_RESULT, is_unknown_result
 from ._local_shell import LocalShellEnvironment
 from ._recovery import ToolRecoveryMode, tool_call_approved
 from ._result import HarnessRunResult, RunOutcome, RunUsageSummary, SafeFailure, SuspendReason
@@ -74,6 +80,7 @@ __all__ = (
     "BOUNDARY_TYPE",
     "CHILD_METADATA_KEY",
     "CODEC_VERSION",
+    "DEFERRED_UNAVAILABLE_MESSAGE",
     "INTERRUPTED_TOOL_RESULT",
     "RECOVERY_RETRY_SAFE_METADATA_KEY",
     "SHELL_MOUNT",
@@ -148,6 +155,7 @@ __all__ = (
     "host_child_tool",
     "inline_delegation_tool",
     "is_recovery_retryable",
+    "is_unknown_result",
     "item_kind",
     "new_thread_id",
     "parse_approval_rules",

@@ -59,6 +59,7 @@ def unknown_result(call: ToolCallPart) -> ToolReturnPart:
 
 
 def is_unknown_result(part: object) -> bool:
+    """Whether `part` is the unknown result a call gets when whether it ran was lost (`INTERRUPTED_TOOL_RESULT`)."""
     return isinstance(part, ToolReturnPart) and part.outcome == "failed" and part.content == INTERRUPTED_TOOL_RESULT
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from copy import deepcopy
 from typing import Annotated, Any, Literal, Self
 
@@ -95,9 +95,13 @@ class HistoryEncoder:
     A run's history only grows, and its messages are the same objects from one export to the next, so a
     message is reused when the same object sits at the same index. The last message encoded is always encoded
     again: it may be the response still being completed in place.
+
+    `encode_message` encodes one message (by default as `ModelMessagesTypeAdapter` encodes each message of a
+    list); passing a wrapper of it shows which messages are encoded again.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, encode_message: Callable[[ModelMessage], bytes] = _MESSAGE.dump_json) -> None:
+        self._encode_message = encode_message
         self._messages: list[ModelMessage] = []
         self._encoded: list[bytes] = []
 
@@ -112,7 +116,7 @@ class HistoryEncoder:
             if not isinstance(message, ModelRequest | ModelResponse):
                 raise ValueError(f"invalid message history: {type(message).__name__} is not a model message")
         self._messages[kept:] = fresh
-        self._encoded[kept:] = [_MESSAGE.dump_json(message) for message in fresh]
+        self._encoded[kept:] = [self._encode_message(message) for message in fresh]
         return b"[" + b",".join(self._encoded) + b"]"
 
 

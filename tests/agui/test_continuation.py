@@ -9,11 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from observers.agui import AguiObservationError, HarnessAguiObserver, HarnessAguiStreamObserver, ObserverContinuation
-from tests.factories import history
-
-from .generated_runs import Stream, generated_runs
-from .test_properties import OBSERVERS, PROPERTY_SETTINGS, live_outputs
-from .test_resume import text_run
+from tests.support.factories import history
+from tests.support.generated_runs import Stream, generated_runs
+from tests.support.observer_runs import OBSERVERS, PROPERTY_SETTINGS, live_outputs, text_run
 
 
 @pytest.mark.parametrize("kind", OBSERVERS)

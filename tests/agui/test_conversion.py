@@ -57,9 +57,8 @@ from observers.agui import (
     HarnessAguiObserver,
 )
 from runs.harness import HarnessExtensionEvent, InputTextEvent
-from tests.factories import SourceRun
-
-from .agui_rules import assert_agui_stream
+from tests.support.agui_rules import assert_agui_stream
+from tests.support.factories import SourceRun
 
 
 def types(events: tuple[BaseEvent, ...] | list[BaseEvent]) -> list[str]:

@@ -17,9 +17,8 @@ from ag_ui.core import (
 from observers.agui import HarnessAguiObserver, HarnessAguiStreamObserver
 from runs.harness import DeferredToolResume, HarnessRunResultEvent, HarnessStreamEvent
 from runs.harness.demo import build_demo_agent
-from tests.factories import history
-
-from .agui_rules import assert_agui_stream
+from tests.support.agui_rules import assert_agui_stream
+from tests.support.factories import history
 
 
 async def stream_items(prompt: str | None, **options: Any) -> list[HarnessStreamEvent[Any]]:

@@ -8,9 +8,8 @@ from ag_ui.core import EventType
 from pydantic_ai import FunctionToolResultEvent, PartEndEvent, TextPart, ToolCallPart, ToolReturnPart
 
 from observers.agui import HarnessAguiStreamObserver
-from tests.factories import SourceRun, history
-
-from .agui_rules import assert_agui_stream
+from tests.support.agui_rules import assert_agui_stream
+from tests.support.factories import SourceRun, history
 
 
 def response(run: SourceRun, index: int, *parts: Any) -> list[Any]:

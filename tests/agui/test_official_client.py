@@ -7,7 +7,6 @@ nested children and provider ids that repeat (numbered per response, reused by c
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ag_ui.core import BaseEvent, EventType
@@ -18,11 +17,9 @@ from pydantic_ai import ToolDenied, ToolFailed
 from observers.agui import HarnessAguiStreamObserver
 from runs.harness import DeferredToolResume, HarnessRunResultEvent, HarnessStreamEvent
 from runs.harness.demo import build_demo_agent
-from tests.agui_js.client import assert_verified, require_client, verify_streams
+from tests.support.generated_runs import Stream, generated_runs
+from tests.support.observer_runs import PROPERTY_SETTINGS
 
-from .generated_runs import Stream, generated_runs
-
-PROPERTY_SETTINGS = settings.get_profile(os.environ.get("AGUI_HYPOTHESIS_PROFILE", "agui"))
 PROMPTS = [
     "hello there",
     "please look up the record",
@@ -69,8 +66,7 @@ async def resumed(items: list[Any], answer: str | ToolDenied | ToolFailed) -> li
     return await run_items(previous_state=result.state, deferred_resume=DeferredToolResume(deferred, results))
 
 
-async def test_every_demo_scenario_passes_the_official_client() -> None:
-    require_client()
+async def test_every_demo_scenario_passes_the_official_client(agui_client) -> None:
     streams: dict[str, list[BaseEvent]] = {}
     for prompt in PROMPTS:
         streams[prompt] = projected(await run_items(prompt))
@@ -89,15 +85,14 @@ async def test_every_demo_scenario_passes_the_official_client() -> None:
     delegated = streams["delegate some research"]
     children = {getattr(event, "subagent_run_id", None) for event in delegated} - {None}
     assert children, "the delegation scenario has no child lane"
-    assert_verified(streams)
+    agui_client.assert_verified(streams)
     # The whole list as one stream too: the official client accepts runs one after another.
-    assert_verified({"all runs in sequence": [event for events in streams.values() for event in events]})
+    agui_client.assert_verified({"all runs in sequence": [event for events in streams.values() for event in events]})
 
 
-async def test_a_denied_or_cancelled_deferred_call_gets_its_result_in_the_resumed_run() -> None:
+async def test_a_denied_or_cancelled_deferred_call_gets_its_result_in_the_resumed_run(agui_client) -> None:
     """A client keeps a tool call open until a TOOL_CALL_RESULT names it; the call was started by the run that
     was interrupted, so the run that resumes it has to answer it, whatever the answer was."""
-    require_client()
     # What the AG-UI endpoint makes of a denial and of a `cancelled` resume entry (agui_api/answers.py).
     answers = {
         "deploy it": ToolDenied("Not today."),
@@ -114,10 +109,10 @@ async def test_a_denied_or_cancelled_deferred_call_gets_its_result_in_the_resume
             (interrupt.tool_call_id, answer.message)
         ]
         streams[f"{prompt}, refused"] = interrupted + again
-    assert_verified(streams)
+    agui_client.assert_verified(streams)
 
 
-def test_the_client_rejects_a_child_that_reuses_its_parents_tool_call_id() -> None:
+def test_the_client_rejects_a_child_that_reuses_its_parents_tool_call_id(agui_client) -> None:
     """The check can fail: the stream the projection produced before ids were namespaced."""
     parent = {"type": EventType.TOOL_CALL_START.value, "toolCallId": "call-1-0", "toolCallName": "delegate"}
     child = {**parent, "toolCallName": "lookup_record", "subagentRunId": "child-run"}
@@ -128,15 +123,15 @@ def test_the_client_rejects_a_child_that_reuses_its_parents_tool_call_id() -> No
         {"type": "SUBAGENT_STARTED", "subagentRunId": "child-run", "name": "researcher"},
         child,
     ]
-    (errors,) = verify_streams({"reused": stream}).values()
+    (errors,) = agui_client.verify_streams({"reused": stream}).values()
     assert errors and "does not match the tool call 'call-1-0'" in errors[0]
 
 
 @settings(PROPERTY_SETTINGS, max_examples=max(8, PROPERTY_SETTINGS.max_examples // 2))
 @given(data=st.data())
-def test_generated_runs_pass_the_official_client(data: st.DataObject) -> None:
+def test_generated_runs_pass_the_official_client(agui_client, data: st.DataObject) -> None:
     streams: dict[str, list[BaseEvent]] = {}
     for number in range(4):
         stream: Stream = data.draw(generated_runs(children=2))
         streams[f"generated {number}"] = projected(stream.items)
-    assert_verified(streams)
+    agui_client.assert_verified(streams)

@@ -28,7 +28,7 @@ from pydantic_ai import (
 
 from observers.agui import FRAGMENT_EVENT_NAME, AguiObservationError, HarnessAguiObserver
 from runs.harness import HarnessExtensionEvent
-from tests.factories import SourceRun
+from tests.support.factories import SourceRun
 
 
 def redact(item: Any, event: BaseEvent) -> BaseEvent:

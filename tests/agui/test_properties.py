@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,17 +11,11 @@ from ag_ui.core import BaseEvent
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from observers.agui import HarnessAguiObserver, HarnessAguiStreamObserver
-from tests.factories import history
-
-from .agui_rules import assert_agui_stream
-from .generated_runs import Stream, generated_runs
-
-OBSERVERS: dict[str, tuple[type[HarnessAguiObserver], int]] = {
-    "single": (HarnessAguiObserver, 0),
-    "stream": (HarnessAguiStreamObserver, 2),
-}
-PROPERTY_SETTINGS = settings.get_profile(os.environ.get("AGUI_HYPOTHESIS_PROFILE", "agui"))
+from observers.agui import HarnessAguiObserver
+from tests.support.agui_rules import assert_agui_stream
+from tests.support.factories import history
+from tests.support.generated_runs import Stream, generated_runs
+from tests.support.observer_runs import OBSERVERS, PROPERTY_SETTINGS, live_outputs
 
 
 class Armed:
@@ -35,13 +28,6 @@ class Armed:
         if item is self.target:
             raise RuntimeError("processor failed")
         return event
-
-
-def live_outputs(
-    observer_type: type[HarnessAguiObserver], items: list[Any], **options: Any
-) -> list[tuple[BaseEvent, ...]]:
-    observer = observer_type(**options)
-    return [observer.observe(item) for item in items]
 
 
 def assert_fresh(observer: HarnessAguiObserver, observer_type: type[HarnessAguiObserver]) -> None:

@@ -8,30 +8,11 @@ from typing import Any
 
 import pytest
 from ag_ui.core import BaseEvent, CustomEvent, TextMessageContentEvent
-from pydantic_ai import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPart, TextPartDelta, ThinkingPart
 
 from observers.agui import AguiObservationError, HarnessAguiObserver
 from runs.harness import HarnessEvent, HarnessExtensionEvent
-from tests.factories import SourceRun, history
-
-
-def text_run() -> tuple[list[Any], list[Any]]:
-    """A run cut mid-text: the history prefix and the live tail."""
-    run = SourceRun()
-    prefix = [
-        run.started(),
-        run.request(0),
-        run.item(PartStartEvent(index=0, part=ThinkingPart("plan", signature="sig"))),
-        run.item(PartEndEvent(index=0, part=ThinkingPart("plan", signature="sig"))),
-        run.item(PartStartEvent(index=1, part=TextPart("Hel"))),
-        run.item(PartDeltaEvent(index=1, delta=TextPartDelta("lo"))),
-    ]
-    tail = [
-        run.item(PartDeltaEvent(index=1, delta=TextPartDelta(", world"))),
-        run.item(PartEndEvent(index=1, part=TextPart("Hello, world"))),
-        run.completed("Hello, world", input_tokens=3, output_tokens=4),
-    ]
-    return prefix, tail
+from tests.support.factories import SourceRun, history
+from tests.support.observer_runs import text_run
 
 
 def assert_fresh(observer: HarnessAguiObserver) -> None:

@@ -16,8 +16,7 @@ from ag_ui.core import BaseEvent, TextMessageContentEvent
 from observers.agui import AguiObservationError, HarnessAguiObserver
 from runs.harness import HarnessState, HarnessStreamEvent
 from runs.harness.demo import build_demo_agent
-
-from .agui_rules import assert_agui_stream
+from tests.support.agui_rules import assert_agui_stream
 
 
 def process_event(item: HarnessStreamEvent[Any], event: BaseEvent) -> BaseEvent | None:

@@ -27,9 +27,8 @@ from pydantic_ai import (
 
 from observers.agui import AguiObservationError, HarnessAguiObserver, HarnessAguiStreamObserver
 from runs.harness import HarnessExtensionEvent
-from tests.factories import SourceRun, history
-
-from .agui_rules import assert_agui_stream
+from tests.support.agui_rules import assert_agui_stream
+from tests.support.factories import SourceRun, history
 
 
 def types(events: tuple[BaseEvent, ...]) -> list[str]:

@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from pydantic_ai import ModelResponse, TextPart
 
 from runs.harness import AgentDefinition, HarnessState, scripted_model
@@ -19,7 +20,7 @@ CONTINUE = textwrap.dedent(
     from pathlib import Path
     from pydantic_ai import ModelResponse, TextPart
     from runs.harness import AgentDefinition, HarnessState
-    from runs.harness._scripted import scripted_model
+    from runs.harness import scripted_model
 
     def script(messages, info):
         prompts = [p.content for m in messages for p in m.parts if p.part_kind == 'user-prompt']
@@ -38,6 +39,7 @@ CONTINUE = textwrap.dedent(
 )
 
 
+@pytest.mark.services
 def test_state_saved_in_one_process_continues_in_another(tmp_path: Path):
     def script(messages, info):
         return ModelResponse(parts=[TextPart("Plan: three steps.")])

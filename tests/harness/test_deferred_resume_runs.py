@@ -26,6 +26,7 @@ from pydantic_ai.exceptions import SkipToolExecution
 from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 
 from runs.harness import (
+    DEFERRED_UNAVAILABLE_MESSAGE,
     AgentDefinition,
     DeferredToolCall,
     DeferredToolResume,
@@ -36,9 +37,7 @@ from runs.harness import (
     RunBindings,
     RunError,
 )
-from runs.harness._deferred import DEFERRED_UNAVAILABLE_MESSAGE
-
-from .recovery_support import CallingModel, Spy, returns_by_id
+from tests.support.tool_recovery import CallingModel, Spy, returns_by_id
 
 X_SCHEMA = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
 

@@ -30,9 +30,11 @@ from runs.harness import (
     PendingDeferredCalls,
     RunError,
 )
-from runs.harness._deferred import MAX_DEFERRED_REQUESTS, check_resume_surface, preflight_deferred_resume, tool_identity
 
-from .recovery_support import checkpoint_history
+# The resume preflight and tool identities on their own: each refusal case needs a state or a tool surface that a
+# run started through the public surface would not produce.
+from runs.harness._deferred import MAX_DEFERRED_REQUESTS, check_resume_surface, preflight_deferred_resume, tool_identity
+from tests.support.tool_recovery import checkpoint_history
 
 A_ID = "tool/native/a"
 B_ID = "tool/native/b"

@@ -8,6 +8,7 @@ from pydantic_ai import ModelResponse, PartStartEvent, RunContext, TextPart, Too
 from pydantic_ai.models.function import FunctionModel
 
 from runs.harness import (
+    DEFERRED_UNAVAILABLE_MESSAGE,
     AgentContext,
     AgentDefinition,
     HarnessEvent,
@@ -18,10 +19,12 @@ from runs.harness import (
     inline_delegation_tool,
     scripted_model,
 )
-from runs.harness._deferred import DEFERRED_UNAVAILABLE_MESSAGE
-from runs.harness._events import run_started_event, utc_now
+
+# The retained-children record is inline delegation's own data: the portable state carries it as an opaque
+# namespace, and only its format shows that a child continues its own Thread.
 from runs.harness._subagents import SUBAGENTS_NAMESPACE, RetainedChildren
-from tests.harness.streams import call_then_echo, collect
+from tests.support.factories import now, run_started_event
+from tests.support.harness_streams import call_then_echo, collect
 
 
 def _child_script(messages, info):
@@ -125,14 +128,14 @@ async def test_only_registered_children_can_be_forwarded():
     """§4.2: the parent refuses items of runs it did not start and sequences that do not increase."""
 
     async def tamper(ctx: RunContext[AgentContext]) -> str:
-        stranger = HarnessEvent("thr_other1", "run-stranger", 0, utc_now(), run_started_event())
+        stranger = HarnessEvent("thr_other1", "run-stranger", 0, now(), run_started_event())
         codes = []
         try:
             await ctx.deps.forward(stranger)
         except RunError as error:
             codes.append(error.code)
         ctx.deps.register_child(run_id="run-child", thread_id="thr_child9")
-        first = HarnessEvent("thr_child9", "run-child", 0, utc_now(), run_started_event())
+        first = HarnessEvent("thr_child9", "run-child", 0, now(), run_started_event())
         await ctx.deps.forward(first)
         try:
             await ctx.deps.forward(first)

@@ -14,7 +14,7 @@ from runs.harness import (
     HarnessState,
 )
 from runs.harness.demo import JsonLinesRecorder, MemoryRecorder, build_demo_agent, demo_definition, demo_tools
-from tests.harness.streams import collect
+from tests.support.harness_streams import collect
 
 
 def test_the_demo_offers_no_shell():

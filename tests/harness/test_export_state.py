@@ -12,9 +12,9 @@ from runs.harness import (
     HarnessState,
     RunBindings,
     StateError,
+    is_unknown_result,
     scripted_model,
 )
-from runs.harness._interrupted import is_unknown_result
 
 
 def _script(messages, info):

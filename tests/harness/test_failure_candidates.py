@@ -28,9 +28,9 @@ from runs.harness import (
     HarnessExtensionEvent,
     HarnessRunResultEvent,
     RunCleanupError,
+    is_unknown_result,
     scripted_model,
 )
-from runs.harness._interrupted import is_unknown_result
 
 
 def streaming_model(*chunks):

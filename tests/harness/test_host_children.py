@@ -20,9 +20,12 @@ from runs.harness import (
     encode_resume,
     host_child_tool,
 )
+
+# The check on a suspended run's deferred requests, on its own: a run cannot be made to suspend with the
+# malformed request sets it must refuse.
 from runs.harness._deferred import validate_deferred_requests
 from runs.harness.demo import build_demo_agent
-from tests.factories import SourceRun
+from tests.support.factories import SourceRun
 
 PROMPT = "deploy release 3.0 and a child: look up REC-7"
 

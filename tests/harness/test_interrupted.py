@@ -17,10 +17,12 @@ from pydantic_ai import (
 )
 from pydantic_ai.messages import NativeToolCallPart, NativeToolReturnPart
 
-from runs.harness import INTERRUPTED_TOOL_RESULT
+from runs.harness import INTERRUPTED_TOOL_RESULT, is_unknown_result
+
+# The interrupted-history component on its own: a run reaches it only when its stream breaks off, and cannot be
+# stopped at each of the response shapes these cases build.
 from runs.harness._interrupted import (
     InterruptedResponseTracker,
-    is_unknown_result,
     normalize_interrupted_history,
     unanswered_calls,
     unknown_result,

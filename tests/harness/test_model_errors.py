@@ -12,6 +12,7 @@ from pydantic_ai.exceptions import (
     ModelTimeoutError,
 )
 
+# Each provider failure kind on its own; a run shows only the one failure its model raised.
 from runs.harness._model_errors import describe_model_error
 
 SECRET_BODY = {"error": {"message": "echo of your prompt: password=hunter2"}}

@@ -39,9 +39,10 @@ from runs.harness import (
     recovery_retryable,
     tool_call_approved,
 )
-from runs.harness._recovery import prepare_tool_recovery
 
-from .recovery_support import Recorder, Spy, checkpoint_history, is_unknown, returns_by_id, unknown
+# The recovery planner is internal: these cases run its capability without the harness stream (module docstring).
+from runs.harness._recovery import prepare_tool_recovery
+from tests.support.tool_recovery import Recorder, Spy, checkpoint_history, is_unknown, returns_by_id, unknown
 
 MODES = ("declared", "never", "always")
 

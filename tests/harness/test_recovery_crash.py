@@ -26,7 +26,7 @@ DEADLINE_SECONDS = 60
 def child(*args: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.harness.crash_agent", *args],
+        [sys.executable, "-m", "tests.support.crash_agent", *args],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,

@@ -32,8 +32,15 @@ from runs.harness import (
     RunBindings,
     recovery_retryable,
 )
-
-from .recovery_support import FIXED_TIME, Recorder, Spy, checkpoint_history, is_unknown, returns_by_id, unknown
+from tests.support.tool_recovery import (
+    FIXED_TIME,
+    Recorder,
+    Spy,
+    checkpoint_history,
+    is_unknown,
+    returns_by_id,
+    unknown,
+)
 
 MODES = ("never", "declared", "always")
 

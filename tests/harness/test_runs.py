@@ -15,8 +15,7 @@ from pydantic_ai import (
 )
 
 from runs.harness import AgentContext, AgentDefinition, EnvironmentState, HarnessState, RunBindings, scripted_model
-
-from .streams import call_then_echo
+from tests.support.harness_streams import call_then_echo
 
 RUN_ID = re.compile(r"^run-[0-9a-f]{32}$")
 

@@ -24,8 +24,7 @@ from runs.harness import (
     RunShell,
     scripted_model,
 )
-
-from .shell_support import ScriptedCommand, ScriptedShell, calling, tool_results
+from tests.support.scripted_shell import ScriptedCommand, ScriptedShell, calling, tool_results
 
 
 def shell_agent(script):
@@ -38,6 +37,12 @@ async def run_steps(steps, environment, *, previous_state=None):
     )
     assert result.status == "completed", result.failure
     return result, tool_results(result.state.message_history)
+
+
+@pytest.fixture
+def local_shell(tmp_path) -> LocalShellEnvironment:
+    """The local backend in the test's directory: its commands are processes of this machine."""
+    return LocalShellEnvironment(tmp_path)
 
 
 async def offered_tools(environment) -> set[str]:
@@ -62,12 +67,10 @@ async def test_tools_follow_the_run_environment_and_its_actions(tmp_path):
         assert await offered_tools(environment) & set(SHELL_TOOL_NAMES) == expected
 
 
-async def test_exec_runs_a_command_and_pages_its_output(tmp_path):
+async def test_exec_runs_a_command_and_pages_its_output(tmp_path, local_shell):
     """S85: shell execution in the run's root; the page says status, exit code and output."""
     (tmp_path / "note.txt").write_text("kept")
-    result, (page,) = await run_steps(
-        [("shell_exec", {"command": "cat note.txt; echo oops >&2; exit 3"})], LocalShellEnvironment(tmp_path)
-    )
+    result, (page,) = await run_steps([("shell_exec", {"command": "cat note.txt; echo oops >&2; exit 3"})], local_shell)
     assert page["ok"] is True
     assert page["status"] == {"state": "exited", "exit_code": 3}
     assert page["stdout"]["text"] == "kept"
@@ -75,7 +78,7 @@ async def test_exec_runs_a_command_and_pages_its_output(tmp_path):
     assert page["process_id"].startswith(f"{result.run_id}:shell-")
 
 
-async def test_queries_do_not_reset_output(tmp_path):
+async def test_queries_do_not_reset_output(local_shell):
     """S85: reading takes explicit offsets and consumes nothing; inspecting reads nothing."""
     steps = [
         ("shell_exec", {"command": "printf abcdef", "page_bytes": 1024}),
@@ -84,27 +87,27 @@ async def test_queries_do_not_reset_output(tmp_path):
         ("shell_wait", lambda r: {"process_id": r[0]["process_id"], "stdout_offset": 0, "stderr_offset": 0}),
         ("shell_wait", lambda r: {"process_id": r[0]["process_id"], "stdout_offset": 3, "stderr_offset": 0}),
     ]
-    _, (started, first, info, again, tail) = await run_steps(steps, LocalShellEnvironment(tmp_path))
+    _, (started, first, info, again, tail) = await run_steps(steps, local_shell)
     assert started["stdout"]["text"] == first["stdout"]["text"] == again["stdout"]["text"] == "abcdef"
     assert first["stdout"]["next_offset"] == again["stdout"]["next_offset"] == 6
     assert set(info) == {"ok", "process_id", "command", "status"}
     assert tail["stdout"] == {"text": "def", "offset": 3, "next_offset": 6, "more": False, "retained": 6}
 
 
-async def test_completion_does_not_claim_the_output_was_captured(tmp_path):
+async def test_completion_does_not_claim_the_output_was_captured(local_shell):
     """S85: an exited command may still have output beyond the page, and its children may still write."""
     steps = [
         ("shell_exec", {"command": "head -c 3000 /dev/zero | tr '\\0' a", "page_bytes": 1024}),
         ("shell_wait", lambda r: {"process_id": r[0]["process_id"], "stdout_offset": 2048, "stderr_offset": 0}),
     ]
-    _, (page, last) = await run_steps(steps, LocalShellEnvironment(tmp_path))
+    _, (page, last) = await run_steps(steps, local_shell)
     assert page["status"]["state"] == "exited"
     assert page["stdout"]["next_offset"] == 1024
     assert page["stdout"]["more"] is True
     assert (last["stdout"]["next_offset"], last["stdout"]["more"]) == (3000, False)
 
 
-async def test_a_page_never_cuts_a_character(tmp_path):
+async def test_a_page_never_cuts_a_character(local_shell):
     """Offsets are bytes; a page ends before a split UTF-8 character, which the next page starts with."""
     text = "é" * 1000
     steps = [
@@ -118,12 +121,12 @@ async def test_a_page_never_cuts_a_character(tmp_path):
             },
         ),
     ]
-    _, (first, second) = await run_steps(steps, LocalShellEnvironment(tmp_path))
+    _, (first, second) = await run_steps(steps, local_shell)
     assert first["stdout"]["next_offset"] == 1023
     assert first["stdout"]["text"] + second["stdout"]["text"] == "x" + text
 
 
-async def test_stdin_and_signals_where_supported(tmp_path):
+async def test_stdin_and_signals_where_supported(local_shell):
     """S85: stdin and control tools act on the command; neither reads output."""
     steps = [
         ("shell_exec", {"command": "cat", "yield_time_seconds": 0}),
@@ -139,20 +142,20 @@ async def test_stdin_and_signals_where_supported(tmp_path):
             lambda r: {"process_id": r[3]["process_id"], "stdout_offset": 0, "stderr_offset": 0, "timeout_seconds": 30},
         ),
     ]
-    _, (started, written, echoed, _, _, ended) = await run_steps(steps, LocalShellEnvironment(tmp_path))
+    _, (started, written, echoed, _, _, ended) = await run_steps(steps, local_shell)
     assert started["status"]["state"] == "running"
     assert set(written) == {"ok", "process_id", "command", "status"}
     assert (echoed["status"], echoed["stdout"]["text"]) == ({"state": "exited", "exit_code": 0}, "hello\n")
     assert ended["status"] == {"state": "exited", "exit_code": -15}
 
 
-async def test_input_after_closing_stdin_is_refused(tmp_path):
+async def test_input_after_closing_stdin_is_refused(local_shell):
     steps = [
         ("shell_exec", {"command": "cat", "yield_time_seconds": 0}),
         ("shell_input", lambda r: {"process_id": r[0]["process_id"], "text": "", "close_stdin": True}),
         ("shell_input", lambda r: {"process_id": r[0]["process_id"], "text": "late"}),
     ]
-    _, (_, closed, refused) = await run_steps(steps, LocalShellEnvironment(tmp_path))
+    _, (_, closed, refused) = await run_steps(steps, local_shell)
     assert closed["ok"] is True
     assert (refused["ok"], refused["code"]) == (False, "shell_stdin_closed")
 
@@ -220,13 +223,12 @@ async def test_closing_a_run_releases_observations_without_stopping_commands():
     assert shell.closed
 
 
-async def test_a_local_command_outlives_its_run(tmp_path):
+async def test_a_local_command_outlives_its_run(tmp_path, local_shell):
     """S86 with the local backend: the run ends, the command keeps running, its observation is gone."""
     pid_file = tmp_path / "pid"
-    environment = LocalShellEnvironment(tmp_path)
     stream = shell_agent(
         calling([("shell_exec", {"command": "echo $$ > pid; exec sleep 30", "yield_time_seconds": 0})])
-    ).stream("start it", environment=environment)
+    ).stream("start it", environment=local_shell)
     async with stream:
         async for _ in stream:
             pass
@@ -284,15 +286,13 @@ async def test_process_state_never_enters_capability_state():
     assert stream.result.state.environment_states == {SHELL_MOUNT: shell.dump_state()}
 
 
-async def test_a_stateless_backend_and_earlier_evidence_export_nothing(tmp_path):
+async def test_a_stateless_backend_and_earlier_evidence_export_nothing(local_shell):
     """Previous environment entries are the Host's evidence, never applied to or re-exported by a new run."""
     earlier = HarnessState.new(
         thread_id="thr_shell1",
         environment_states={"workspace": EnvironmentState(provider_key="old", state_version="1", state={"x": 1})},
     )
-    result, _ = await run_steps(
-        [("shell_exec", {"command": "true"})], LocalShellEnvironment(tmp_path), previous_state=earlier
-    )
+    result, _ = await run_steps([("shell_exec", {"command": "true"})], local_shell, previous_state=earlier)
     assert result.state.environment_states == {}
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from types import SimpleNamespace
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_ai import (
     BinaryContent,
+    ModelMessage,
     ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
@@ -19,7 +19,9 @@ from pydantic_ai import (
 )
 
 from runs.harness import AgentContextStateSnapshot, CapabilityState, EnvironmentState, HarnessState, HistoryEncoder
-from runs.harness import _state as state_module
+
+# The retained-children record is inline delegation's own data: the portable state carries it as an opaque
+# namespace, and a fork must give each retained child a new Thread id inside it (T16).
 from runs.harness._subagents import SUBAGENTS_NAMESPACE, RetainedChild, RetainedChildren
 
 HISTORY = [
@@ -300,8 +302,10 @@ def test_the_dump_writes_the_kept_history_bytes_exactly_where_pydantic_would():
         assert HarnessState.model_validate_json(state.model_dump_json()) == state
 
 
-def test_the_history_encoder_matches_pydantic_and_reencodes_only_what_changed(monkeypatch):
-    encoder = HistoryEncoder()
+def test_the_history_encoder_matches_pydantic_and_reencodes_only_what_changed():
+    encoded: list[object] = []
+    message_json = TypeAdapter(ModelMessage).dump_json
+    encoder = HistoryEncoder(encode_message=lambda message: encoded.append(message) or message_json(message))
     history: list[ModelRequest | ModelResponse] = []
     for number in range(4):
         history += [
@@ -312,9 +316,7 @@ def test_the_history_encoder_matches_pydantic_and_reencodes_only_what_changed(mo
     # The last message may still be completed in place; an earlier one replaced by a new object is re-encoded.
     history[-1].parts.append(TextPart("more"))
     history[1] = ModelResponse(parts=[TextPart("rewritten")])
-    encoded: list[object] = []
-    real = state_module._MESSAGE.dump_json
-    monkeypatch.setattr(state_module, "_MESSAGE", SimpleNamespace(dump_json=lambda m: encoded.append(m) or real(m)))
+    encoded.clear()
     assert encoder.encode(history) == ModelMessagesTypeAdapter.dump_json(history)
     assert encoded == history[1:]
     encoded.clear()

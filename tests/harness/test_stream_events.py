@@ -19,8 +19,8 @@ from runs.harness import (
     RunError,
     scripted_model,
 )
-from runs.harness._events import run_started_event
-from tests.harness.streams import call_then_echo, collect
+from tests.support.factories import run_started_event
+from tests.support.harness_streams import call_then_echo, collect
 
 
 def _script(messages, info):

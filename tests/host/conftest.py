@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from runs.harness.demo import demo_tools
 from runs.models import Thread
-from tests import factories
-
-DEMO_TOOLS = sorted(demo_tools())
+from tests.support import factories
+from tests.support.host_runs import DEMO_TOOLS
 
 
 @pytest.fixture

@@ -35,13 +35,11 @@ from runs.services.lifecycle import (
 from runs.services.recovery import recovery
 from runs.services.timeline import read_side
 from runs.services.worker import runner
-from tests import factories
-from tests.agui_http import parse
-from tests.agui_js.client import assert_socket_verified, assert_verified, require_client
-from tests.factories import create_decider
-from tests.host.conftest import DEMO_TOOLS
-from tests.host.test_execution import Crash, crash_at_model_request, expire_leases
-from tests.web.test_timeline_socket import as_user
+from tests.support import factories
+from tests.support.agui_http import parse
+from tests.support.factories import create_decider
+from tests.support.host_runs import DEMO_TOOLS, Crash, crash_at_model_request, expire_leases
+from tests.support.sockets import as_user
 
 pytestmark = [pytest.mark.usefixtures("no_recovery_backoff"), pytest.mark.django_db(transaction=True)]
 
@@ -138,7 +136,6 @@ def demo_scenarios() -> dict[str, Execution]:
 
 @pytest.fixture
 def scenarios(monkeypatch, settings) -> dict[str, Execution]:
-    require_client()
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     # Committed runs would be queued on RQ; here this process executes them itself.
     monkeypatch.setattr(executions, "enqueue_run", lambda run: None)
@@ -173,7 +170,7 @@ def _socket_events(texts: list[str]) -> list[dict[str, Any]]:
     ]
 
 
-def test_the_websocket_of_every_demo_scenario_passes_the_official_client(scenarios, django_user_model):
+def test_the_websocket_of_every_demo_scenario_passes_the_official_client(agui_client, scenarios, django_user_model):
     viewer = django_user_model.objects.create_user("viewer", password="viewer-password-1")
     sockets = {name: async_to_sync(_socket_messages)(viewer, execution.pk) for name, execution in scenarios.items()}
     for name, execution in scenarios.items():
@@ -185,7 +182,7 @@ def test_the_websocket_of_every_demo_scenario_passes_the_official_client(scenari
         ]
         decisions = [f for f in sent if f["origin"] == TimelineOrigin.HOST]
         assert [f["event"]["name"] for f in decisions] == (["a13n.host.decision"] if name in DECIDED else [])
-    lanes = assert_socket_verified(sockets)
+    lanes = agui_client.assert_socket_verified(sockets)
     expected = {
         f"{name}, run {number}"
         for name, execution in scenarios.items()
@@ -206,7 +203,7 @@ async def _sse_text(execution_pk: int, caller: Caller) -> list[str]:
     return [chunk async for chunk in sse_events(execution_pk, 0, caller)]
 
 
-def test_the_sse_stream_of_every_demo_scenario_passes_the_official_client(scenarios):
+def test_the_sse_stream_of_every_demo_scenario_passes_the_official_client(agui_client, scenarios):
     streams: dict[str, list[dict[str, Any]]] = {}
     caller = factories.token_caller(create_decider(get_user_model(), "sse-reader", "reader-password-1"))
     for name, execution in scenarios.items():
@@ -220,4 +217,4 @@ def test_the_sse_stream_of_every_demo_scenario_passes_the_official_client(scenar
         assert all(stored[position]["name"] == "a13n.host.decision" for position in left_out)
         assert bool(left_out) == (name in DECIDED)
         streams[name] = [e.event for e in sent]
-    assert_verified(streams)
+    agui_client.assert_verified(streams)

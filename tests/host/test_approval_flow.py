@@ -23,7 +23,7 @@ from runs.services.lifecycle import EXPIRY_MESSAGE, Answer, executions, submit_d
 from runs.services.recovery import recovery
 from runs.services.timeline import REDACTED
 from runs.services.worker import runner
-from tests import factories
+from tests.support import factories
 
 pytestmark = pytest.mark.django_db
 

@@ -31,7 +31,7 @@ from runs.services.lifecycle import (
     submit_decisions,
 )
 from runs.services.store import checkpoints
-from tests.factories import Suspended, suspended_execution
+from tests.support.factories import Suspended, suspended_execution
 
 pytestmark = pytest.mark.django_db
 

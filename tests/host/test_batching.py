@@ -14,7 +14,7 @@ from runs.models import JournalEntry, Run, TimelineEvent
 from runs.services.store import leases
 from runs.services.timeline import RunProjection
 from runs.services.worker import BatchWriter
-from tests import factories
+from tests.support import factories
 
 pytestmark = pytest.mark.django_db
 

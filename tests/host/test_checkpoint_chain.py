@@ -17,8 +17,8 @@ from runs.services.lifecycle import forks
 from runs.services.recovery import recovery
 from runs.services.store import checkpoints
 from runs.services.worker import runner
-from tests import factories
-from tests.host.test_execution import assert_contiguous, dead_after_the_slow_step, start
+from tests.support import factories
+from tests.support.host_runs import assert_contiguous, dead_after_the_slow_step, start
 
 pytestmark = pytest.mark.django_db
 

@@ -47,7 +47,7 @@ from runs.services.recovery import recovery
 from runs.services.reports import AuditFilters
 from runs.services.timeline import DECISION_EVENT_NAME
 from runs.services.worker import runner
-from tests import factories
+from tests.support import factories
 
 
 def start(prompt: str) -> Execution:
@@ -244,7 +244,6 @@ def child_waiting_for_approval(stack) -> tuple[Execution, Execution]:
     return parent, child
 
 
-@pytest.mark.services
 def test_approving_inside_a_child_resumes_the_parent_with_the_childs_output(live_stack, operator_user):
     parent, child = child_waiting_for_approval(live_stack)
     assert status_of(parent) == ExecutionStatus.WAITING
@@ -264,7 +263,6 @@ def test_approving_inside_a_child_resumes_the_parent_with_the_childs_output(live
     ]
 
 
-@pytest.mark.services
 def test_a_failed_child_fails_the_parents_call(live_stack):
     parent = start("child: fail")
     wait_for(lambda: status_of(parent) == ExecutionStatus.COMPLETED, what="the parent", stack=live_stack)
@@ -286,7 +284,6 @@ def fast_recovery(settings):
     factories.configure_policy(lease_seconds=3, max_attempts=10)
 
 
-@pytest.mark.services
 def test_a_child_killed_with_its_worker_recovers_and_answers_its_parent_once(live_stack, fast_recovery):
     parent = start("child: slow 4")
     wait_for(lambda: child_started(parent), what="the child", stack=live_stack)
@@ -316,7 +313,6 @@ def test_a_child_killed_with_its_worker_recovers_and_answers_its_parent_once(liv
     assert DecisionSubmission.objects.filter(execution=parent).count() == 1
 
 
-@pytest.mark.services
 def test_cancelling_the_parent_cancels_its_children(live_stack, operator_user):
     parent, child = child_waiting_for_approval(live_stack)
 
@@ -333,7 +329,6 @@ def test_cancelling_the_parent_cancels_its_children(live_stack, operator_user):
     assert not Decision.objects.filter(request__execution=parent).exists()
 
 
-@pytest.mark.services
 @pytest.mark.parametrize("first", ["operator", "child"])
 def test_a_mixed_set_resumes_once_both_parts_are_answered_in_either_order(live_stack, operator_user, first):
     parent = start("deploy release 3.0 and a child: deploy release 4.0")

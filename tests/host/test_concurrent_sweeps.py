@@ -9,8 +9,7 @@ from django.db import connection
 
 from runs.models import Run, TimelineEvent
 from runs.services.recovery import recovery
-from tests.host.test_execution import assert_contiguous
-from tests.host.test_sweeper import crashed_run
+from tests.support.host_runs import assert_contiguous, crashed_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

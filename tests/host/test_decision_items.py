@@ -12,8 +12,8 @@ from observers.agui import FRAGMENT_EVENT_NAME, CustomEventAssembler
 from runs.models import TimelineEvent, Verdict
 from runs.services.lifecycle import EXPIRY_MESSAGE, Answer, expire_overdue_requests, submit_decisions
 from runs.services.timeline import DECISION_EVENT_NAME, REDACTED, ArgumentChange, argument_changes
-from tests import factories
-from tests.factories import Suspended, append_events, suspended_execution, text_run_events
+from tests.support import factories
+from tests.support.factories import Suspended, append_events, suspended_execution, text_run_events
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("scenario_tools")]
 

@@ -14,8 +14,8 @@ from django.utils import timezone
 from runs.models import Decision, DroppedCancelRequest, Execution, ExecutionStatus
 from runs.services.lifecycle import Answer, args_digest, submit_decisions
 from runs.services.lifecycle.approvals import canonical_json
-from tests import factories
-from tests.factories import suspended_execution
+from tests.support import factories
+from tests.support.factories import suspended_execution
 
 MIGRATION = ("runs", "0013_keyed_digests_and_dropped_cancels")
 

@@ -11,8 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic_ai import ToolReturnPart
 
-from runs.harness import DeferredToolResume, item_kind
-from runs.harness._interrupted import is_unknown_result
+from runs.harness import DeferredToolResume, is_unknown_result, item_kind
 from runs.models import (
     Checkpoint,
     CheckpointKind,
@@ -33,32 +32,21 @@ from runs.services.lifecycle import Answer, cancellation, executions, forks, sub
 from runs.services.recovery import recovery
 from runs.services.store import checkpoints, journal, leases
 from runs.services.worker import runner
-from tests import factories
+from tests.support import factories
+from tests.support.host_runs import (
+    Crash,
+    assert_contiguous,
+    crash_at_model_request,
+    dead_after_the_slow_step,
+    expire_leases,
+    start,
+)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_recovery_backoff")]
 
 
-class Crash(BaseException):
-    """Stands in for kill -9: nothing below the worker's loop handles it."""
-
-
 async def _collect(items):
     return [item async for item in items]
-
-
-def start(thread: Thread, text: str) -> Run:
-    return executions.start_execution(thread, text).runs.get()
-
-
-def assert_contiguous(execution: Execution) -> None:
-    positions = list(TimelineEvent.objects.filter(execution=execution).values_list("position", flat=True))
-    assert positions == list(range(1, len(positions) + 1))
-    for run in execution.runs.all():
-        indexes = list(run.journal.values_list("index", flat=True))
-        assert indexes == list(range(len(indexes)))
-        for source in set(run.journal.values_list("source_run_id", flat=True)):
-            sequences = list(run.journal.filter(source_run_id=source).values_list("source_sequence", flat=True))
-            assert sequences == list(range(len(sequences)))
 
 
 def dispatches(tool: str) -> list[str]:
@@ -150,37 +138,6 @@ def test_a_suspended_run_waits_then_resumes_with_the_operators_answer(demo_threa
     assert [e.target_call.tool_call_id for e in pending["tool_execution"].requests.approvals] == [request.tool_call_id]
     assert pending["model_request"] is None
     assert_contiguous(execution)
-
-
-def crash_at_model_request(monkeypatch, number: int, boundary: str = "model_request") -> None:
-    """Kill the worker when it is about to store its `number`-th checkpoint at `boundary`."""
-    real = checkpoints.record
-    seen = {"count": 0}
-
-    def record(run, state, **kwargs):
-        if kwargs.get("metadata", {}).get("boundary") == boundary:
-            seen["count"] += 1
-            if seen["count"] == number:
-                raise Crash
-        return real(run, state, **kwargs)
-
-    monkeypatch.setattr(checkpoints, "record", record)
-
-
-def expire_leases() -> None:
-    Run.objects.exclude(lease_token=None).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-
-
-def dead_after_the_slow_step(thread: Thread, monkeypatch) -> Run:
-    """A run whose worker died after the slow step returned, its lease already expired."""
-    dead = start(thread, "look up the record, then a slow 0.1 step")
-    crash_at_model_request(monkeypatch, 3)
-    with pytest.raises(Crash):
-        runner.execute_run(dead.pk)
-    monkeypatch.undo()
-    expire_leases()
-    dead.refresh_from_db()
-    return dead
 
 
 @pytest.mark.parametrize(("mode", "slow_runs"), [("declared", 1), ("always", 2)])
@@ -354,7 +311,7 @@ def test_cancelling_a_waiting_execution_closes_its_open_requests(django_user_mod
     from django.contrib.auth.models import Permission
 
     from runs.services.lifecycle import SubmissionRejected
-    from tests.factories import suspended_execution
+    from tests.support.factories import suspended_execution
 
     waiting = suspended_execution()
     cancellation.cancel_execution(waiting.execution, user=None)
@@ -567,10 +524,15 @@ def test_a_worker_dying_while_it_records_the_result_leaves_neither_result_nor_ou
     """The result item and the run's outcome commit together: otherwise a crash between them would leave a lane
     that ends with RUN_FINISHED for a run still leased and running, and recovery would redo finished work."""
 
-    def crash(*args, **kwargs):
-        raise Crash
+    real = checkpoints.record
 
-    monkeypatch.setattr(runner, "_record_result", crash)
+    def record(run, state, **kwargs):
+        # The terminal checkpoint is the first thing the outcome writes: the worker dies as it records the result.
+        if kwargs.get("kind") == CheckpointKind.TERMINAL:
+            raise Crash
+        return real(run, state, **kwargs)
+
+    monkeypatch.setattr(checkpoints, "record", record)
     run = start(demo_thread, "Please look up REC-42")
     with pytest.raises(Crash):
         runner.execute_run(run.pk)

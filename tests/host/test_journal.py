@@ -28,7 +28,7 @@ from runs.harness import (
 from runs.models import JournalEntry, Run, TimelineEvent
 from runs.services.store import journal, leases
 from runs.services.timeline import RunProjection
-from tests import factories
+from tests.support import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -321,7 +321,7 @@ def test_live_frames_are_the_frames_a_replay_reads(django_capture_on_commit_call
     from channels.layers import get_channel_layer
 
     from runs.services.timeline import frames_after
-    from tests import recording_layer
+    from tests.support import recording_layer
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": recording_layer.BACKEND}}
     run, lease = factories.leased_run()

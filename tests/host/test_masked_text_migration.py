@@ -9,7 +9,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from runs.models import Execution, Thread
 from runs.services.lifecycle import executions
-from tests import factories
+from tests.support import factories
 
 MIGRATION = ("runs", "0012_masked_inputs_and_titles")
 

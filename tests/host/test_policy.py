@@ -20,6 +20,9 @@ from pydantic_ai import (
 from pydantic_ai.models.function import FunctionModel
 
 from runs.harness import ApprovalRule, ArgumentCondition, parse_approval_rules
+
+# The engine's recovery plan beside the Host's approval capability in a plain pydantic-ai Agent: one case shows a
+# recovery replay is not an approval, without a worker that dies mid-call.
 from runs.harness._recovery import prepare_tool_recovery
 from runs.models import HostPolicy, HostPolicyVersion
 from runs.services.store import (

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness_site.var_dir import prepare_var_dir
-from tests.services import ROOT, free_port
+from tests.support.services import ROOT, free_port
 
 pytestmark = pytest.mark.postgres
 

@@ -8,8 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness_site.private_files import create_private
-from tests.services import ROOT
+from tests.support.services import ROOT
 
 # Writing makes SQLite create its -wal and -shm files, which it removes when the last connection closes: their
 # modes are read while the connection is open.
@@ -46,6 +48,7 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
+@pytest.mark.services
 def test_processes_started_together_create_one_private_key_and_a_private_database(tmp_path):
     var_dir = tmp_path / "var"
     processes = [start_settings(var_dir) for _ in range(6)]
@@ -59,6 +62,7 @@ def test_processes_started_together_create_one_private_key_and_a_private_databas
     assert not [path.name for path in var_dir.iterdir() if path.name.startswith(".secret_key")]
 
 
+@pytest.mark.services
 def test_an_existing_world_readable_database_is_tightened(tmp_path):
     var_dir = tmp_path / "var"
     var_dir.mkdir()

@@ -15,7 +15,7 @@ from django.db.models.functions import Cast
 from runs.models import TimelineEvent
 from runs.services.store import leases
 from runs.services.timeline import RunProjection, publishing
-from tests import factories, recording_layer
+from tests.support import factories, recording_layer
 
 pytestmark = pytest.mark.django_db
 

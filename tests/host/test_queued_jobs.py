@@ -17,8 +17,8 @@ from runs.models import ExecutionStatus
 from runs.services.lifecycle import executions
 from runs.services.store import queueing
 from runs.services.store.queued_jobs import HostJob
-from tests import factories
-from tests.services import wait_until
+from tests.support import factories
+from tests.support.services import wait_until
 
 
 def leave_marker(path: str) -> None:

@@ -9,7 +9,6 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from unittest import mock
 
 import pytest
 from ag_ui.core import (
@@ -34,18 +33,18 @@ from observers.agui import FRAGMENT_EVENT_NAME, CustomEventAssembler, fragment_c
 from runs.models import Decision
 from runs.services.lifecycle import current_policy_version
 from runs.services.store import parse_redact_patterns
-from runs.services.timeline import REDACTED, Redactor, TimelineRedactor, dump_event, redaction, restore_redacted
+from runs.services.timeline import REDACTED, Redactor, TimelineRedactor, dump_event, restore_redacted
 from runs.services.timeline.redaction import MAX_KEY_CHARS
-from tests import factories
-from tests.factories import suspended_execution
+from tests.support import factories
+from tests.support.factories import suspended_execution
 
 SECRETS = Redactor(parse_redact_patterns(["pass(word)?", "token", "^api[_-]?key$"]))
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def stored(*events):
+def stored(*events, secrets: Redactor = SECRETS):
     """What the timeline stores for these events of one run, in order."""
-    redactor = TimelineRedactor(SECRETS)
+    redactor = TimelineRedactor(secrets)
     return [dumped for _, _, dumped in redactor.events([(None, NOW, event) for event in events])]
 
 
@@ -186,12 +185,11 @@ def test_the_linear_key_finds_exactly_what_a_search_from_every_position_finds(te
     deltas = [text[start:end] for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True)]
     events = [TextMessageContentEvent(message_id="m1", delta=delta) for delta in deltas if delta]
 
-    def shown() -> tuple[str, list[str]]:
-        return SECRETS.text(text), [event["delta"] for event in stored(*events)]
+    def shown(secrets: Redactor) -> tuple[str, list[str]]:
+        return secrets.text(text), [event["delta"] for event in stored(*events, secrets=secrets)]
 
-    with mock.patch.object(redaction, "_KEY", PLAIN_KEY):
-        expected = shown()
-    assert shown() == expected
+    expected = shown(Redactor(SECRETS.patterns, key_pattern=PLAIN_KEY))
+    assert shown(SECRETS) == expected
 
 
 def test_text_and_values_nested_deeper_than_the_stack_are_masked_not_an_error():

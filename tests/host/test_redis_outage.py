@@ -22,9 +22,9 @@ from runs.models import (
     Thread,
 )
 from runs.services.lifecycle import executions
-from tests.http_session import HIDDEN_FIELD, HttpSession
-from tests.outage_stack import Outage, use_short_leases
-from tests.services import wait_until
+from tests.support.http_session import HIDDEN_FIELD, HttpSession
+from tests.support.outage_stack import Outage, use_short_leases
+from tests.support.services import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -31,12 +31,12 @@ from websockets.exceptions import InvalidHandshake, WebSocketException
 from runs.demo_profile import ensure_demo_profile
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, ToolDispatch
 from runs.services.lifecycle import executions
-from tests import factories
-from tests.host.test_execution import assert_contiguous
-from tests.services import DaphneServer, ManagedProcess, RedisServer, RQWorker, child_pids, service_env
-from tests.web.test_large_frames import cookie_of, frames_of, receive_message, stored_frames
+from tests.support import factories
+from tests.support.host_runs import assert_contiguous
+from tests.support.services import DaphneServer, ManagedProcess, RedisServer, RQWorker, child_pids, service_env
+from tests.support.sockets import cookie_of, frames_of, receive_message, stored_frames
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 EXECUTIONS = 50
 WATCHED_EVERY = 5  # every fifth execution has a viewer on each daphne

@@ -17,7 +17,7 @@ import pytest
 from harness_site import settings as settings_module
 from harness_site.environment import Environment
 from runs.checks import check_settings
-from tests.services import ROOT
+from tests.support.services import ROOT
 
 HOST_PACKAGES = ("runs", "observers", "agui_api", "harness_site")
 
@@ -28,12 +28,14 @@ def run_django(argv: list[str], tmp_path: Path, **env: str) -> subprocess.Comple
     return subprocess.run([sys.executable, *argv], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.services
 def test_setting_django_up_writes_nothing(tmp_path):
     completed = run_django(["-c", "import django; django.setup()"], tmp_path, SECRET_KEY="k" * 50)
     assert completed.returncode == 0, completed.stderr
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.services
 def test_without_a_secret_key_nothing_starts_and_bin_setup_is_named(tmp_path):
     completed = run_django(["manage.py", "check"], tmp_path)
     assert completed.returncode != 0
@@ -41,6 +43,7 @@ def test_without_a_secret_key_nothing_starts_and_bin_setup_is_named(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.services
 def test_the_check_lists_every_bad_environment_value_at_once(tmp_path):
     completed = run_django(
         ["manage.py", "check"],
@@ -60,6 +63,7 @@ def test_the_check_lists_every_bad_environment_value_at_once(tmp_path):
     assert "HARNESS_PORT = 70000: it must be a whole number from 1 to 65535." in completed.stderr
 
 
+@pytest.mark.services
 def test_daphne_refuses_to_load_the_application_with_a_bad_value(tmp_path):
     completed = run_django(["-c", "import harness_site.asgi"], tmp_path, SECRET_KEY="k" * 50, DEBUG="maybe")
     assert completed.returncode != 0
@@ -110,6 +114,7 @@ print(RequestFactory().get("/", HTTP_HOST="b.example").get_host())
 """
 
 
+@pytest.mark.services
 def test_lists_from_the_environment_take_spaces_and_a_trailing_comma(tmp_path):
     completed = run_django(
         ["-c", LISTS_OF_ONE_PROCESS],

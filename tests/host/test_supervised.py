@@ -11,9 +11,9 @@ import pytest
 from runs.demo_profile import ensure_demo_profile
 from runs.models import ExecutionStatus
 from runs.services.lifecycle import executions
-from tests.services import Supervised, service_env, wait_until
+from tests.support.services import Supervised, service_env, wait_until
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 RUNNING = 20  # supervisord's state code for RUNNING
 

@@ -15,10 +15,8 @@ from runs.management.commands.harness_recover import sole_sweeper_on_sqlite
 from runs.models import Execution, ExecutionStatus, HostPolicyVersion, Run, RunStatus, TimelineEvent
 from runs.services.recovery import SWEEP_FAILED, recovery, sweeper_passes
 from runs.services.store import queueing
-from runs.services.worker import runner
-from tests import factories
-from tests.host.conftest import DEMO_TOOLS
-from tests.host.test_execution import Crash, crash_at_model_request, expire_leases
+from tests.support import factories
+from tests.support.host_runs import crashed_run
 
 pytestmark = pytest.mark.django_db
 
@@ -26,17 +24,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def _no_backoff(settings):
     settings.HARNESS_RECOVERY_BACKOFF_SECONDS = 0
-
-
-def crashed_run(monkeypatch) -> Run:
-    """A run whose worker died after its first model request, with an open lane and an expired lease."""
-    run = factories.queued_run("look up REC-42", on=factories.thread(model="demo", tools=DEMO_TOOLS))
-    crash_at_model_request(monkeypatch, 2)
-    with pytest.raises(Crash):
-        runner.execute_run(run.pk)
-    monkeypatch.undo()
-    expire_leases()
-    return run
 
 
 def old_queued_run_with_lease_seconds(seconds: int) -> Run:
@@ -109,21 +96,17 @@ def test_an_outage_ends_the_pass_and_fails_nothing(monkeypatch):
 
 
 def test_the_sweeper_loop_survives_a_failed_pass_and_notes_each_completed_one(monkeypatch, redis_settings):
-    passes = iter([redis.ConnectionError("Redis is restarting"), recovery.SweepReport(abandoned=1)])
+    # An operator's Ctrl-C lands in the third pass.
+    stop = KeyboardInterrupt()
+    passes = iter([redis.ConnectionError("Redis is restarting"), recovery.SweepReport(abandoned=1), stop])
 
     def sweep():
         outcome = next(passes)
-        if isinstance(outcome, Exception):
+        if isinstance(outcome, BaseException):
             raise outcome
         return outcome
 
-    def sleep(seconds):
-        if next(iter_sleeps) >= 1:
-            raise KeyboardInterrupt
-
-    iter_sleeps = iter(range(2))
     monkeypatch.setattr(recovery, "sweep", sweep)
-    monkeypatch.setattr("runs.management.commands.harness_recover.time.sleep", sleep)
     out, err = io.StringIO(), io.StringIO()
     call_command("harness_recover", loop=0.01, stdout=out, stderr=err)
     assert "Redis is restarting" in err.getvalue()

@@ -10,7 +10,7 @@ from django.core.management.base import OutputWrapper
 
 from runs.management.commands.harness_run import Command
 from runs.terminal_text import printable
-from tests import factories
+from tests.support import factories
 
 HOSTILE = {
     "window title (OSC, BEL)": ("\x1b]0;owned\x07hello", "hello"),
@@ -49,7 +49,7 @@ def test_harness_run_prints_model_text_without_escape_sequences():
     out = io.StringIO()
     command = Command(stdout=OutputWrapper(out))
 
-    command._follow(execution, timeout=30)
+    command.follow(execution, timeout=30)
 
     printed = out.getvalue()
     for _, shown in HOSTILE.values():

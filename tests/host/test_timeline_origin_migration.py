@@ -8,7 +8,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from runs.models import TimelineEvent, TimelineOrigin
-from tests import factories
+from tests.support import factories
 
 MIGRATION = ("runs", "0010_timeline_origin")
 

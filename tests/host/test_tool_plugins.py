@@ -9,10 +9,13 @@ from django.core.management.base import SystemCheckError
 from runs.models import ExecutionStatus, RunStatus, ToolDispatch
 from runs.services.lifecycle import executions
 from runs.services.store import toolbox
-from tests import factories
-from tests.services import RedisServer, RQWorker, running, service_env, wait_until
+from tests.support import factories
+from tests.support.services import RedisServer, RQWorker, running, service_env, wait_until
 
-PLUGIN = {"HARNESS_TOOLSETS": "tests.plugin_tools.toolset", "HARNESS_DEMO_MODEL": "tests.plugin_tools.model"}
+PLUGIN = {
+    "HARNESS_TOOLSETS": "tests.support.plugin_tools.toolset",
+    "HARNESS_DEMO_MODEL": "tests.support.plugin_tools.model",
+}
 
 
 @pytest.fixture
@@ -27,7 +30,6 @@ def plugin_queue(settings):
         server.stop()
 
 
-@pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_a_second_tool_module_named_by_settings_replaces_the_demo_on_the_real_worker(settings, plugin_queue):
     settings.HARNESS_TOOLSETS = [PLUGIN["HARNESS_TOOLSETS"]]
@@ -59,8 +61,8 @@ def test_the_demo_is_the_default_plug_in():
     [
         ("HARNESS_TOOLSETS", ["tests.no_such_module.toolset"], "cannot be imported"),
         ("HARNESS_TOOLSETS", ["runs.harness.demo.demo_tools"], "not a pydantic-ai FunctionToolset"),
-        ("HARNESS_TOOLSETS", ["tests.plugin_tools.toolset"] * 2, "offer a tool named 'count_words'"),
-        ("HARNESS_DEMO_MODEL", "tests.plugin_tools.no_model", "cannot be imported"),
+        ("HARNESS_TOOLSETS", ["tests.support.plugin_tools.toolset"] * 2, "offer a tool named 'count_words'"),
+        ("HARNESS_DEMO_MODEL", "tests.support.plugin_tools.no_model", "cannot be imported"),
     ],
 )
 def test_the_system_check_refuses_a_plug_in_that_cannot_serve(settings, name, value, problem):

@@ -12,10 +12,8 @@ from runs.demo_profile import ensure_demo_profile
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, Run, RunReason, RunStatus, ToolDispatch
 from runs.services.lifecycle import executions
 from runs.services.recovery import recovery
-from tests import factories
-from tests.host.test_execution import assert_contiguous
-
-pytestmark = pytest.mark.services
+from tests.support import factories
+from tests.support.host_runs import assert_contiguous
 
 
 @pytest.fixture

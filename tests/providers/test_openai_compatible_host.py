@@ -18,9 +18,9 @@ from runs.models import (
 )
 from runs.services.lifecycle import Answer, executions, submit_decisions
 from runs.services.store.providers import NO_KEY
-from tests import factories
-from tests.providers.openai_compatible import ANSWER_CHUNKS, USAGE, OpenAICompatibleServer, ProviderScript
-from tests.services import RedisServer, RQWorker, free_port, running, service_env, wait_until
+from tests.support import factories
+from tests.support.openai_compatible import ANSWER_CHUNKS, USAGE, OpenAICompatibleServer, ProviderScript
+from tests.support.services import RedisServer, RQWorker, free_port, running, service_env, wait_until
 
 ENV_KEY = "sk-the-worker-s-own-openai-key"
 PROFILE_KEY = "sk-the-local-llm-profile-key"
@@ -124,7 +124,7 @@ def test_an_unreachable_server_fails_the_run_saying_so(live_stack):
 
 
 def test_a_provider_without_its_key_fails_before_any_request(live_stack):
-    # The worker's environment (tests/services.py) carries no OPENAI_API_KEY.
+    # The worker's environment (tests/support/services.py) carries no OPENAI_API_KEY.
     thread = provider_thread("", model="openai:gpt-4o")
     execution = executions.start_execution(thread, "look up REC-42")
     wait_for_status(execution, ExecutionStatus.FAILED, ExecutionStatus.COMPLETED)

@@ -1,6 +1,6 @@
 import pytest
 
-from tests.conftest import log_in
+from tests.support.browser import log_in
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from agui_api.models import ApiToken, TokenScope, token_digest
 from runs.models import Decision, DeferredRequest, Thread
-from tests import factories
-from tests.agui_http import PROFILE, TIMEOUT, bearer, parse, run_input
+from tests.support import factories
+from tests.support.agui_http import PROFILE, TIMEOUT, bearer, parse, run_input
 
 # Far above the stream's check interval (streams.CREDENTIAL_CHECK_SECONDS), for a loaded machine.
 ENDS_WITHIN_SECONDS = 30.0

@@ -7,9 +7,8 @@ import pytest
 
 from agui_api.models import ApiToken, token_digest
 from runs.models import Decision, DeferredRequest, Execution, Thread, TimelineEvent
-from tests.agui_http import PROFILE, TIMEOUT, bearer, parse, post_run, run_input
-from tests.agui_js.client import assert_verified
-from tests.factories import demo_profile, token_for
+from tests.support.agui_http import PROFILE, TIMEOUT, bearer, parse, post_run, run_input
+from tests.support.factories import demo_profile, token_for
 
 pytestmark = pytest.mark.usefixtures("live_stack")
 
@@ -31,7 +30,7 @@ def stored(execution: Execution, after: int = 0) -> list[dict]:
     return [{"position": row.position, "event": row.event} for row in rows]
 
 
-def test_a_run_an_interrupt_its_resume_and_a_question(client, token):
+def test_a_run_an_interrupt_its_resume_and_a_question(client, token, agui_client):
     headers = bearer(token)
     lookup = post_run(client, run_input("agui_thread1", "r1", "look up REC-42"), **headers)
     thread = Thread.objects.get(thread_id="agui_thread1")
@@ -75,7 +74,7 @@ def test_a_run_an_interrupt_its_resume_and_a_question(client, token):
     assert answered[-1].event["outcome"] == {"type": "success"}
     assert Decision.objects.get(request__tool_call_id=asked["id"]).result == "production"
 
-    assert_verified(
+    agui_client.assert_verified(
         {
             name: [e.event for e in events]
             for name, events in {

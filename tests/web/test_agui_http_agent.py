@@ -9,18 +9,17 @@ import subprocess
 import pytest
 
 from runs.models import Decision, Execution
-from tests.agui_js.client import HERE, require_client
-from tests.factories import demo_profile, token_for
+from tests.support.agui_js.client import HERE
+from tests.support.factories import demo_profile, token_for
 
 pytestmark = pytest.mark.usefixtures("live_stack")
 
 
-def test_http_agent_runs_is_interrupted_resumes_and_answers_a_question(live_stack, operator_user):
-    node = require_client()
+def test_http_agent_runs_is_interrupted_resumes_and_answers_a_question(live_stack, operator_user, agui_client):
     demo_profile()
     token = token_for(operator_user)
     done = subprocess.run(
-        [node, str(HERE / "http_agent_flow.mjs"), live_stack.base_url, token, "httpagent_1"],
+        [agui_client.node, str(HERE / "http_agent_flow.mjs"), live_stack.base_url, token, "httpagent_1"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -54,11 +53,16 @@ def test_http_agent_runs_is_interrupted_resumes_and_answers_a_question(live_stac
     assert (answer.verdict, answer.result) == ("answered", "production")
 
 
-def test_http_agent_gets_a_result_for_a_denied_and_a_cancelled_call(live_stack, operator_user):
-    node = require_client()
+def test_http_agent_gets_a_result_for_a_denied_and_a_cancelled_call(live_stack, operator_user, agui_client):
     demo_profile()
     done = subprocess.run(
-        [node, str(HERE / "http_agent_refusals.mjs"), live_stack.base_url, token_for(operator_user), "httpagent_2"],
+        [
+            agui_client.node,
+            str(HERE / "http_agent_refusals.mjs"),
+            live_stack.base_url,
+            token_for(operator_user),
+            "httpagent_2",
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -10,32 +10,9 @@ from django.urls import reverse
 from runs.models import AgentProfile, Execution, HostPolicy, HostPolicyVersion
 from runs.services.lifecycle import create_thread, current_policy_version
 from runs.services.store import POLICY_VERSION_FIELDS, toolbox
+from tests.support.policy_admin import change_url, policy_form
 
 pytestmark = pytest.mark.django_db
-
-
-def policy_form(**overrides):
-    values = {
-        "name": "default",
-        "approval_rules": "[]",
-        "tool_recovery": "declared",
-        "max_attempts": "3",
-        "lease_seconds": "30",
-        "approval_timeout_seconds": "0",
-        "redact_patterns": "[]",
-        "model_max_retries": "2",
-        "comment": "",
-        # The read-only version history inline still posts its management form.
-        "versions-TOTAL_FORMS": "0",
-        "versions-INITIAL_FORMS": "0",
-        "versions-MIN_NUM_FORMS": "0",
-        "versions-MAX_NUM_FORMS": "1000",
-    }
-    return {**values, **overrides}
-
-
-def change_url(policy: HostPolicy) -> str:
-    return reverse("admin:runs_hostpolicy_change", args=[policy.pk])
 
 
 def test_editing_a_policy_publishes_a_new_version_and_running_work_keeps_its_own(admin_client, admin_user):

@@ -11,47 +11,20 @@ from runs.models import (
     Decision,
     DecisionSubmission,
     DeferredRequest,
-    Execution,
     ExecutionStatus,
     Thread,
     ToolDispatch,
     Verdict,
 )
 from runs.services.lifecycle import executions
-from tests import factories
-from tests.conftest import log_in
-from tests.services import wait_until
-
-TOOLS = ["lookup_record", "search_records", "deploy_release", "ask_operator"]
+from tests.support import factories
+from tests.support.approval_pages import TOOLS, row, suspend_on_records, wait_for_status
+from tests.support.browser import log_in
 
 
 @pytest.fixture
 def demo_thread() -> Thread:
     return factories.thread(model="demo", tools=TOOLS)
-
-
-def wait_for_status(execution: Execution, *statuses: str, timeout: float = 60) -> None:
-    def reached() -> bool:
-        execution.refresh_from_db()
-        return execution.status in statuses
-
-    wait_until(reached, timeout=timeout, what=f"execution {execution.pk} to become {' or '.join(statuses)}")
-
-
-def suspend_on_records(thread: Thread) -> Execution:
-    factories.configure_policy(
-        approval_rules=[
-            {"tool": "lookup_record", "reason": "Records are private."},
-            {"tool": "search_records", "reason": "Searches leave traces."},
-        ]
-    )
-    execution = executions.start_execution(thread, "look up REC-42")
-    wait_for_status(execution, ExecutionStatus.WAITING)
-    return execution
-
-
-def row(page, tool_name: str):
-    return page.locator(".deferred-request", has=page.locator(f"code.tool-name:text-is('{tool_name}')"))
 
 
 def test_an_operator_edits_one_call_denies_another_and_the_execution_resumes_live(

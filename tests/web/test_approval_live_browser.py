@@ -16,12 +16,12 @@ from runs.approval_views import INBOX_PAGE_SIZE
 from runs.models import DeferredRequest, Execution, ExecutionStatus, Thread, Verdict
 from runs.services.lifecycle import Answer, cancellation, executions, expire_overdue_requests, submit_decisions
 from runs.services.timeline.publishing import publish_approvals_changed
-from tests import factories
-from tests.conftest import log_in
-from tests.factories import create_decider
-from tests.services import wait_until
-from tests.web.test_approval_browser import TOOLS, row, suspend_on_records, wait_for_status
-from tests.web.timeline_page import screenshot
+from tests.support import factories
+from tests.support.approval_pages import TOOLS, row, suspend_on_records, wait_for_status
+from tests.support.browser import log_in
+from tests.support.factories import create_decider
+from tests.support.services import wait_until
+from tests.support.timeline_page import screenshot
 
 LIVE_MS = 60_000
 

@@ -16,7 +16,7 @@ from runs import approval_views
 from runs.models import Decision, DecisionSubmission, DeferredStatus, ExecutionStatus, HostPolicy
 from runs.services.lifecycle import MAX_VALUE_BYTES
 from runs.services.store import publish_policy_version
-from tests.factories import Suspended, suspended_execution
+from tests.support.factories import Suspended, suspended_execution
 
 pytestmark = pytest.mark.django_db
 

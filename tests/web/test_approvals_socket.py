@@ -12,8 +12,8 @@ from django.contrib.auth.models import AnonymousUser
 
 from runs.models import DeferredRequest, DeferredStatus
 from runs.services.timeline import APPROVALS_GROUP
-from tests.factories import create_decider, suspended_execution
-from tests.web.test_timeline_socket import as_user
+from tests.support.factories import create_decider, suspended_execution
+from tests.support.sockets import as_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -20,8 +20,8 @@ from runs.services.lifecycle import Answer, args_digest, cancellation, submit_de
 from runs.services.lifecycle.approvals import canonical_json
 from runs.services.reports import CSV_COLUMNS
 from runs.services.timeline import REDACTED
-from tests import factories
-from tests.factories import suspended_execution
+from tests.support import factories
+from tests.support.factories import suspended_execution
 
 pytestmark = pytest.mark.django_db
 

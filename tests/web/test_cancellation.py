@@ -7,8 +7,8 @@ import pytest
 from runs.models import Decision, DeferredStatus, ExecutionStatus, TimelineEvent, Verdict
 from runs.services.lifecycle import CANCEL_MESSAGE
 from runs.services.timeline import DECISION_EVENT_NAME
-from tests import factories
-from tests.factories import suspended_execution
+from tests.support import factories
+from tests.support.factories import suspended_execution
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 from runs.demo_profile import ensure_demo_profile
 from runs.models import Execution, ExecutionStatus
 from runs.services.lifecycle import executions
-from tests.services import wait_until
+from tests.support.services import wait_until
 
 
 def test_an_operator_follows_the_parent_to_its_child_approves_there_and_the_parent_completes(live_stack, operator_page):

@@ -18,8 +18,8 @@ from ag_ui.core import (
 )
 from playwright.sync_api import expect
 
-from tests import factories
-from tests.web.timeline_page import screenshot, wait_until_drawn
+from tests.support import factories
+from tests.support.timeline_page import screenshot, wait_until_drawn
 
 
 def tool(call_id: str, name: str, args: str, result: str) -> list:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests import factories
+from tests.support import factories
 
 RECORD_VIOLATIONS = """
 window.cspViolations = [];

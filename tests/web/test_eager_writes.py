@@ -128,6 +128,7 @@ def test_a_connection_with_a_pull_producer_keeps_twisteds_buffered_path(pair) ->
     assert producer.resumed == 2
 
 
+@pytest.mark.services
 def test_the_asgi_application_installs_it() -> None:
     # A fresh process: this one installed it already (the fixture).
     check = (

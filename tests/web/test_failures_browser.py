@@ -6,8 +6,8 @@ from __future__ import annotations
 from ag_ui.core import RunErrorEvent, RunStartedEvent, ToolCallArgsEvent, ToolCallEndEvent, ToolCallStartEvent
 from playwright.sync_api import expect
 
-from tests import factories
-from tests.web.timeline_page import wait_until_drawn
+from tests.support import factories
+from tests.support.timeline_page import wait_until_drawn
 
 DETAILS = {
     "error_type": "ModelRateLimitError",

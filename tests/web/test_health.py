@@ -13,8 +13,8 @@ from django.utils import timezone
 from rq import Queue
 
 from runs.services.recovery import sweeper_passes
-from tests.outage_stack import Outage, use_short_leases
-from tests.services import free_port, wait_until
+from tests.support.outage_stack import Outage, use_short_leases
+from tests.support.services import free_port, wait_until
 
 
 @pytest.mark.django_db
@@ -77,7 +77,7 @@ def test_pages_need_a_login(client):
 def test_the_approvals_link_counts_waiting_requests(client, operator_user):
     from runs.models import Checkpoint, DeferredRequest, DeferredStatus
     from runs.services.store.checkpoints import digest_of
-    from tests.factories import make_execution, make_run
+    from tests.support.factories import make_execution, make_run
 
     client.force_login(operator_user)
     # The badge is always in the page (the approvals socket updates it) and hidden while nothing waits.
@@ -111,6 +111,7 @@ def test_the_approvals_link_counts_waiting_requests(client, operator_user):
     assert "data-approvals-count>1</span>" in client.get("/").content.decode()
 
 
+@pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_health_tells_the_truth_through_a_redis_restart(settings):
     use_short_leases()

@@ -9,21 +9,20 @@ import json
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 from pydantic_ai import ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 
-from observers.routing import websocket_urlpatterns
 from runs.models import AgentProfile, Checkpoint, CheckpointKind, DecisionSubmission, Execution, HostPolicy, Thread
 from runs.services.lifecycle import executions
 from runs.services.store import checkpoints
 from runs.validators import MAX_INPUT_CHARS
-from tests import factories
-from tests.agui_http import bearer, run_input
-from tests.factories import demo_profile, suspended_execution
+from tests.support import factories
+from tests.support.agui_http import bearer, run_input
+from tests.support.factories import demo_profile, suspended_execution
+from tests.support.sockets import as_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,15 +52,6 @@ def no_queue(monkeypatch):
 @pytest.fixture
 def viewer(django_user_model):
     return django_user_model.objects.create_user("hostile", password="pw-hostile-1")
-
-
-def as_user(user):
-    router = URLRouter(websocket_urlpatterns)
-
-    async def app(scope, receive, send):
-        return await router({**scope, "user": user}, receive, send)
-
-    return app
 
 
 async def refused(user, path: str, frame: str | bytes | None) -> tuple[dict, dict]:

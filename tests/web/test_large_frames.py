@@ -7,16 +7,15 @@ import json
 
 import pytest
 from ag_ui.core import TextMessageContentEvent
-from django.conf import settings
 from django.db import connection, transaction
-from django.test import Client
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from runs.protocol import PIECE_CHARS, event_frame_text, pieces
+from runs.protocol import PIECE_CHARS, pieces
 from runs.services.timeline import publish_frames, read_side
-from tests import factories
-from tests.web.timeline_page import dom_positions, wait_until_drawn
+from tests.support import factories
+from tests.support.sockets import cookie_of, frames_of, receive_message, stored_frames
+from tests.support.timeline_page import dom_positions, wait_until_drawn
 
 THREE_MIB = 3 * 1024 * 1024
 
@@ -36,34 +35,6 @@ def big_execution(live_stack):
     run = factories.make_run(factories.make_execution())
     factories.append_events(run, factories.text_run_events(run, ["start ", "y" * THREE_MIB, " end"], finish=False))
     return run
-
-
-def cookie_of(user) -> str:
-    client = Client()
-    client.force_login(user)
-    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
-
-
-async def receive_message(socket) -> dict:
-    """One protocol message, joined from its pieces when it came in pieces."""
-    message = json.loads(await socket.recv())
-    if message["type"] != "piece":
-        return message
-    parts = [message["data"]]
-    while len(parts) < message["count"]:
-        parts.append(json.loads(await socket.recv())["data"])
-    return json.loads("".join(parts))
-
-
-def stored_frames(execution_pk: int) -> list[dict]:
-    """The execution's whole stored timeline as the event messages a viewer receives, decoded."""
-    return [json.loads(event_frame_text(frame)) for frame in read_side.frames_after(execution_pk, 0, limit=10**7)]
-
-
-def frames_of(message: dict) -> list[dict]:
-    if message["type"] == "events":
-        return message["events"]
-    return [message] if message["type"] == "event" else []
 
 
 def open_socket(stack, user, execution_pk: int):

@@ -18,7 +18,7 @@ from agui_api.streams import FollowingFailed, sse_events
 from runs.models import Execution
 from runs.protocol import GroupMessage
 from runs.services.timeline import ExecutionFeed, execution_group, feed_for, read_side
-from tests import factories
+from tests.support import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

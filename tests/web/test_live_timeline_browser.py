@@ -18,8 +18,8 @@ from runs.demo_profile import ensure_demo_profile
 from runs.models import Execution, TimelineEvent
 from runs.services.lifecycle import executions
 from runs.services.store import policy
-from tests.services import ROOT
-from tests.web.timeline_page import dom_positions, screenshot, wait_until_drawn
+from tests.support.services import ROOT
+from tests.support.timeline_page import dom_positions, screenshot, wait_until_drawn
 
 RUN_TIMEOUT_MS = 60_000
 

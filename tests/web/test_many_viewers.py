@@ -5,15 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 
-import pytest
 from websockets.asyncio.client import connect
 
-from tests import factories
-from tests.web.test_large_frames import cookie_of, frames_of, stored_frames
+from tests.support import factories
+from tests.support.sockets import cookie_of, frames_of, stored_frames
 
 VIEWERS = 300
-
-pytestmark = pytest.mark.services
 
 
 def test_300_viewers_opened_at_once_all_get_the_whole_timeline(live_stack, operator_user):

@@ -15,7 +15,7 @@ from runs.models import Checkpoint, Execution, Thread
 from runs.services.lifecycle import executions, forks
 from runs.services.store import queueing
 from runs.services.timeline import format_duration
-from tests import factories
+from tests.support import factories
 
 pytestmark = pytest.mark.django_db
 

@@ -29,10 +29,10 @@ from runs.harness import HarnessRunResult, PendingDeferredCalls
 from runs.models import DeferredRequest, Execution
 from runs.services.store.checkpoints import load
 from runs.services.worker import runner
-from tests import factories
-from tests.conftest import log_in
-from tests.factories import suspended_execution
-from tests.web.timeline_page import screenshot, wait_until_drawn
+from tests.support import factories
+from tests.support.browser import log_in
+from tests.support.factories import suspended_execution
+from tests.support.timeline_page import screenshot, wait_until_drawn
 
 LONG_TOKEN = "x" * 600
 

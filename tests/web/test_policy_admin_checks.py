@@ -15,8 +15,8 @@ from runs.models import POLICY_VERSION_LIMITS, HostPolicy, HostPolicyVersion
 from runs.services.lifecycle import executions
 from runs.services.store import approval_reason, publish_policy_version
 from runs.services.worker import runner
-from tests import factories
-from tests.web.test_approval_admin import change_url, policy_form
+from tests.support import factories
+from tests.support.policy_admin import change_url, policy_form
 
 pytestmark = pytest.mark.django_db
 

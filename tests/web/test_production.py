@@ -17,7 +17,7 @@ from django.core.management import call_command
 from runs.demo_operator import DEMO_PASSWORD, DEMO_USERNAME
 from runs.models import AgentProfile
 from runs.services.store import toolbox
-from tests.services import ROOT, free_port
+from tests.support.services import ROOT, free_port
 
 HEADERS_OF_ONE_REQUEST = """
 import django; django.setup()
@@ -51,6 +51,7 @@ def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.services
 def test_check_deploy_prints_nothing_to_fix_in_production(tmp_path):
     completed = run([sys.executable, "manage.py", "check", "--deploy"], production_env(tmp_path))
     assert completed.returncode == 0, completed.stderr
@@ -58,11 +59,13 @@ def test_check_deploy_prints_nothing_to_fix_in_production(tmp_path):
     assert completed.stderr == ""
 
 
+@pytest.mark.services
 def test_check_deploy_warns_without_the_switch(tmp_path):
     completed = run([sys.executable, "manage.py", "check", "--deploy"], production_env(tmp_path, HARNESS_ENV="local"))
     assert "security.W008" in completed.stderr + completed.stdout
 
 
+@pytest.mark.services
 @pytest.mark.parametrize(
     ("change", "reason"),
     [({"SECRET_KEY": ""}, "needs SECRET_KEY"), ({"DEBUG": "1"}, "refuses DEBUG"), ({"HARNESS_ENV": "prod"}, "must be")],
@@ -73,6 +76,7 @@ def test_production_refuses_to_start_misconfigured(tmp_path, change, reason):
     assert reason in completed.stderr
 
 
+@pytest.mark.services
 def test_production_answers_only_over_https_with_hsts_csp_and_secure_cookies(tmp_path, transactional_db, settings):
     env = production_env(tmp_path, DATABASE_URL=f"sqlite:///{settings.DATABASES['default']['NAME']}")
     completed = run([sys.executable, "-c", HEADERS_OF_ONE_REQUEST], env)
@@ -97,6 +101,7 @@ PROCESSES = {
 }
 
 
+@pytest.mark.services
 def test_production_refuses_to_start_any_process_while_the_demo_password_works(tmp_path, transactional_db, settings):
     # Redis on a closed port: a process that got past the check would fail on something else.
     env = production_env(

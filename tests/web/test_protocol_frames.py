@@ -21,8 +21,8 @@ from runs.protocol import (
     StatusFrame,
     ThreadStatus,
 )
-from tests import factories
-from tests.web.test_timeline_socket import as_user
+from tests.support import factories
+from tests.support.sockets import as_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

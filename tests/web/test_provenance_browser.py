@@ -11,9 +11,9 @@ from playwright.sync_api import expect
 
 from runs.models import Execution, ExecutionStatus, Run, RunStatus
 from runs.services.lifecycle import forks
-from tests import factories
-from tests.factories import suspended_execution
-from tests.web.timeline_page import wait_until_drawn
+from tests.support import factories
+from tests.support.factories import suspended_execution
+from tests.support.timeline_page import wait_until_drawn
 
 EXACT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from harness_site.proxied_clients import ProxiedClients
-from tests.http_session import HIDDEN_FIELD, HttpSession
-from tests.services import DaphneServer, running, service_env
+from tests.support.http_session import HIDDEN_FIELD, HttpSession
+from tests.support.services import DaphneServer, running, service_env
 
 PROXY = "10.0.1.2"
 

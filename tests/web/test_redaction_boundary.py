@@ -15,7 +15,6 @@ import urllib.request
 from collections import defaultdict
 
 import pytest
-from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.test import Client
 from websockets.asyncio.client import connect
@@ -32,8 +31,9 @@ from runs.models import (
 )
 from runs.services.lifecycle import executions
 from runs.services.timeline import REDACTED
-from tests import factories
-from tests.services import wait_until
+from tests.support import factories
+from tests.support.services import wait_until
+from tests.support.sockets import cookie_of
 
 SECRET = "hunter2-Zq81x"
 PIECES = ("hunter2", "Zq81x")  # a secret cut at a delta boundary must not leak either half
@@ -45,12 +45,6 @@ def superuser(django_user_model):
     user = django_user_model.objects.create_superuser("root", password="root-password-1")
     user.user_permissions.add(Permission.objects.get(codename="decide_deferred"))
     return user
-
-
-def cookie_of(user) -> str:
-    client = Client()
-    client.force_login(user)
-    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
 
 
 def fetch(base_url: str, path: str, cookie: str) -> str:

@@ -7,10 +7,10 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.demo_profile import ensure_demo_profile
-from tests.conftest import log_in
-from tests.outage_stack import Outage, use_short_leases
-from tests.services import wait_until
-from tests.web.timeline_page import screenshot
+from tests.support.browser import log_in
+from tests.support.outage_stack import Outage, use_short_leases
+from tests.support.services import wait_until
+from tests.support.timeline_page import screenshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,8 +8,8 @@ import pytest
 
 from runs.protocol import PIECE_CHARS
 from runs.services.timeline import read_side
-from tests import factories
-from tests.web.test_timeline_socket import as_user
+from tests.support import factories
+from tests.support.sockets import as_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

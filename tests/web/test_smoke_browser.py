@@ -4,7 +4,7 @@ import re
 
 from playwright.sync_api import expect
 
-from tests.conftest import log_in
+from tests.support.browser import log_in
 
 
 def test_operator_logs_in_and_sees_the_threads_page(live_stack, operator_user, page):

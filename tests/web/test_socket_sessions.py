@@ -17,8 +17,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from harness_site.asgi import application
-from tests import factories
-from tests.conftest import log_in
+from tests.support import factories
+from tests.support.browser import log_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,11 +17,11 @@ from websockets.asyncio.client import connect
 
 from runs.models import Execution
 from runs.services.timeline import publish_execution_status
-from tests import factories
-from tests.outage_stack import Outage
-from tests.web.test_large_frames import cookie_of
+from tests.support import factories
+from tests.support.outage_stack import Outage
+from tests.support.sockets import cookie_of
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 # How long a socket may take to notice: its refresh runs every second here.
 NOTICE_SECONDS = 30

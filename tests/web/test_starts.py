@@ -23,9 +23,9 @@ from runs.models import Checkpoint, Execution, ExecutionStatus, Run, RunStatus, 
 from runs.services.lifecycle import executions, starts
 from runs.services.recovery import recovery
 from runs.services.store import queueing
-from tests import factories
-from tests.factories import suspended_execution
-from tests.services import free_port
+from tests.support import factories
+from tests.support.factories import suspended_execution
+from tests.support.services import free_port
 
 NOTICE = "The queue (Redis) cannot be reached right now"
 BANNER = 'id="queue-banner"'
@@ -150,13 +150,13 @@ def test_a_repeat_that_races_past_the_check_is_stopped_by_the_unique_key(operato
     first = starts.new_thread("same-key", operator_user, profile=profile, title="Raced", input="go")
     # The second post looks before the first committed: its check finds nothing, so the key row must decide.
     looked = []
-    real_first = starts._first
+    real_first = starts.earlier_post
 
     def late_check(key, user):
         looked.append(key)
         return None if len(looked) == 1 else real_first(key, user)
 
-    monkeypatch.setattr(starts, "_first", late_check)
+    monkeypatch.setattr(starts, "earlier_post", late_check)
     repeat = starts.new_thread("same-key", operator_user, profile=profile, title="Raced", input="go")
     assert repeat.repeated and repeat.execution == first.execution
     assert Thread.objects.filter(title="Raced").count() == 1 and Execution.objects.filter(input="go").count() == 1

@@ -22,7 +22,7 @@ from observers.routing import websocket_urlpatterns
 from runs.models import AgentProfile, Team, TeamRole
 from runs.protocol import CLOSE_NOT_FOUND
 from runs.services.lifecycle import executions
-from tests import factories
+from tests.support import factories
 
 pytestmark = pytest.mark.django_db
 

@@ -24,9 +24,9 @@ from ag_ui.core import (
 )
 from playwright.sync_api import expect
 
-from tests import factories
-from tests.conftest import log_in
-from tests.web.timeline_page import screenshot, wait_until_drawn
+from tests.support import factories
+from tests.support.browser import log_in
+from tests.support.timeline_page import screenshot, wait_until_drawn
 
 T0 = int(factories.START.timestamp() * 1000)
 INTERRUPT = {"id": "call-9", "toolCallId": "call-9", "reason": "approval", "metadata": {"tool_name": "deploy"}}

@@ -32,8 +32,8 @@ from ag_ui.core import (
 from playwright.sync_api import expect
 
 from observers.agui import fragment_custom_event
-from tests import factories
-from tests.web.timeline_page import dom_positions, screenshot, wait_until_drawn
+from tests.support import factories
+from tests.support.timeline_page import dom_positions, screenshot, wait_until_drawn
 
 
 def open_execution(page, base_url: str, execution, fragment: str = "", timeout: float = 15_000) -> None:

@@ -8,15 +8,14 @@ import pytest
 from ag_ui.core import TextMessageContentEvent
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
-from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 
-from observers.routing import websocket_urlpatterns
 from runs.models import Execution
 from runs.services.timeline import execution_group, feed_for, read_side
-from tests import factories
+from tests.support import factories
+from tests.support.sockets import as_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,15 +23,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def in_memory_layer(settings):
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-
-
-def as_user(user):
-    router = URLRouter(websocket_urlpatterns)
-
-    async def app(scope, receive, send):
-        return await router({**scope, "user": user}, receive, send)
-
-    return app
 
 
 def commit_and_publish(run, chunks):

@@ -38,9 +38,10 @@ class Command(BaseCommand):
         self.stdout.write(f"thread {thread.thread_id}, execution #{execution.pk} queued (needs a running worker)")
         if dispatch.queue_unreachable:
             self.stderr.write(queueing.UNREACHABLE_NOTICE)
-        self._follow(execution, timeout)
+        self.follow(execution, timeout)
 
-    def _follow(self, execution: Execution, timeout: float) -> None:
+    def follow(self, execution: Execution, timeout: float) -> None:
+        """Print the execution's timeline as it grows, until it ends or waits, or for `timeout` seconds."""
         deadline = time.monotonic() + timeout
         after = 0
         status = execution.status

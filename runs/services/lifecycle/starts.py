@@ -20,7 +20,7 @@ from runs.models import AgentProfile, Checkpoint, Execution, StartSubmission, Th
 from .executions import ExecutionBusy, create_thread, start_execution
 from .forks import fork_thread
 
-__all__ = ("MAX_KEY_LENGTH", "StartRefused", "Started", "fork", "new_execution", "new_thread")
+__all__ = ("MAX_KEY_LENGTH", "StartRefused", "Started", "earlier_post", "fork", "new_execution", "new_thread")
 
 MAX_KEY_LENGTH = 100
 
@@ -65,7 +65,7 @@ def fork(key: str, user: Any, *, checkpoint: Checkpoint, title: str) -> Started:
 def _once(key: str, user: Any, create: Callable[[], tuple[Thread, Execution | None]]) -> Started:
     if not key or len(key) > MAX_KEY_LENGTH:
         raise StartRefused("The form has no valid submission key; reload the page and submit it again.")
-    if (first := _first(key, user)) is not None:
+    if (first := earlier_post(key, user)) is not None:
         return first
     try:
         with transaction.atomic():
@@ -75,13 +75,18 @@ def _once(key: str, user: Any, create: Callable[[], tuple[Thread, Execution | No
             submission.save(update_fields=["thread", "execution"])
     except (IntegrityError, ExecutionBusy):
         # A concurrent post of the same form committed first (its key row won), or this failure is real.
-        if (first := _first(key, user)) is not None:
+        if (first := earlier_post(key, user)) is not None:
             return first
         raise
     return Started(thread, execution)
 
 
-def _first(key: str, user: Any) -> Started | None:
+def earlier_post(key: str, user: Any) -> Started | None:
+    """What an earlier post of the form with `key` created (as `repeated`), or None if the key is new.
+
+    `StartRefused` if someone else posted it. Each start looks here before it inserts the key's row, and again
+    when that insert loses to a concurrent post of the same form.
+    """
     submission = StartSubmission.objects.filter(key=key).select_related("thread", "execution").first()
     if submission is None:
         return None

@@ -181,8 +181,11 @@ class _Span:
 class Redactor:
     """Masks the values under secret keys in JSON values and text (see the module docstring)."""
 
-    def __init__(self, patterns: Iterable[re.Pattern[str]]) -> None:
+    def __init__(self, patterns: Iterable[re.Pattern[str]], *, key_pattern: re.Pattern[str] = _KEY) -> None:
+        """`key_pattern` finds a key and its separator in text (groups `key`, and `q` for its quote); the default
+        looks at each character a bounded number of times, and any pattern that finds the same keys masks alike."""
         self.patterns = tuple(patterns)
+        self.key_pattern = key_pattern
 
     def __bool__(self) -> bool:
         return bool(self.patterns)
@@ -255,7 +258,7 @@ class Redactor:
 
     def _spans(self, text: str) -> Iterable[_Span]:
         position = 0
-        while match := _KEY.search(text, position):
+        while match := self.key_pattern.search(text, position):
             # A key that is not secret consumes only itself and its separator, so a pair inside its value
             # (`Config: {"password": ...}`) is still found.
             position = match.end()

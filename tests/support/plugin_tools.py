@@ -1,7 +1,7 @@
 """A second tool plug-in, written as a user of the Host would: a tool set and an offline model that uses it.
 
-`HARNESS_TOOLSETS=tests.plugin_tools.toolset` offers `count_words` instead of the demo's tools, and
-`HARNESS_DEMO_MODEL=tests.plugin_tools.model` makes a profile whose model is "demo" call it once, then answer.
+`HARNESS_TOOLSETS=tests.support.plugin_tools.toolset` offers `count_words` instead of the demo's tools, and
+`HARNESS_DEMO_MODEL=tests.support.plugin_tools.model` makes a profile whose model is "demo" call it once, then answer.
 """
 
 from __future__ import annotations

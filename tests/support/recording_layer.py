@@ -10,7 +10,7 @@ from typing import Any
 
 from channels.layers import InMemoryChannelLayer
 
-BACKEND = "tests.recording_layer.RecordingChannelLayer"
+BACKEND = "tests.support.recording_layer.RecordingChannelLayer"
 
 
 class RecordingChannelLayer(InMemoryChannelLayer):

@@ -10,7 +10,7 @@ from rq import Worker
 from harness_site.settings import channel_layer_config
 from runs.services.lifecycle import current_policy_version
 from runs.services.store import publish_policy_version
-from tests.services import DaphneServer, ManagedProcess, RedisServer, RQWorker, service_env
+from tests.support.services import DaphneServer, ManagedProcess, RedisServer, RQWorker, service_env
 
 # Runs started during an outage are re-queued by the sweeper once this lease length passed since they were made.
 LEASE_SECONDS = 10

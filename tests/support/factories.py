@@ -37,6 +37,7 @@ from agui_api.models import ApiToken, TokenScope, token_digest
 from runs.harness import (
     DeferredToolCall,
     HarnessEvent,
+    HarnessExtensionEvent,
     HarnessRunResult,
     HarnessRunResultEvent,
     HarnessState,
@@ -46,7 +47,6 @@ from runs.harness import (
     SafeFailure,
     encode_item,
 )
-from runs.harness._events import lifecycle_event, run_started_event
 from runs.harness.demo import demo_tools
 from runs.models import (
     DEFAULT_TEAM,
@@ -70,8 +70,8 @@ from runs.models import (
 from runs.services.lifecycle import executions
 from runs.services.store import checkpoints, leases, policy
 from runs.services.timeline import redactor_for
-from tests.agui_http import PROFILE
-from tests.approval_scenarios import TOOLS
+from tests.support.agui_http import PROFILE
+from tests.support.approval_scenarios import TOOLS
 
 # --- Harness source items ---------------------------------------------------------------------------------
 
@@ -81,6 +81,15 @@ T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+def lifecycle_event(event_type: str, **payload: Any) -> HarnessExtensionEvent:
+    """A lifecycle fact as the engine emits it: kind "lifecycle", the fact's name as the payload's `type`."""
+    return HarnessExtensionEvent(kind="lifecycle", payload={"type": event_type, **payload})
+
+
+def run_started_event() -> HarnessExtensionEvent:
+    return lifecycle_event("run_started")
 
 
 def text_items(thread_id: str, run_id: str = RUN_ID, *, text: str = "Hello there") -> list[Any]:

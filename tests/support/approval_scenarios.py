@@ -1,6 +1,6 @@
 """The tools of the approval tests: a payment and a deletion, which the tests' host policies stop for approval.
 
-The `scenario_tools` fixture adds `toolset` to the HARNESS_TOOLSETS setting; `tests/factories.py` builds
+The `scenario_tools` fixture adds `toolset` to the HARNESS_TOOLSETS setting; `tests/support/factories.py` builds
 suspended executions that wait on these tools (`suspended_execution`).
 """
 

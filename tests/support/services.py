@@ -22,7 +22,7 @@ import redis
 
 from harness_site.var_dir import prepare_var_dir
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
 # Debian's Chromium as root, headless, on a machine without outside network: no sandbox, and none of the

@@ -32,7 +32,7 @@ from pydantic_ai import (
 )
 
 from runs.harness import HarnessExtensionEvent
-from tests.factories import SourceRun
+from tests.support.factories import SourceRun
 
 _words = st.text(alphabet="abcdefghij é", min_size=0, max_size=6)
 _chunks = st.lists(_words, min_size=1, max_size=4)

@@ -1,10 +1,10 @@
 """Child process of the crash test: a scripted agent with one retryable and one unmarked side-effecting tool.
 
-`python -m tests.harness.crash_agent crash DIR`: streams a run whose model calls both tools; at the first
+`python -m tests.support.crash_agent crash DIR`: streams a run whose model calls both tools; at the first
 tool-call event (the boundary before tool execution) it exports the state to DIR/state.json; the tools record
 their start in DIR/<tool>.log and then block, so the parent can SIGKILL this process while they run.
 
-`python -m tests.harness.crash_agent resume DIR MODE...`: in a fresh process, for each MODE loads
+`python -m tests.support.crash_agent resume DIR MODE...`: in a fresh process, for each MODE loads
 DIR/MODE/state.json, continues it with `tool_recovery=MODE` (tools now finish at once, recording their start
 in DIR/MODE/<tool>.log) and writes the result summary to DIR/MODE/result.json. One process serves every
 mode because each resume only reads its own copy of the killed run's files.
@@ -26,10 +26,10 @@ from runs.harness import (
     ExecutableAgent,
     HarnessEvent,
     HarnessState,
+    is_unknown_result,
     recovery_retryable,
     scripted_model,
 )
-from runs.harness._interrupted import is_unknown_result
 
 
 def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

@@ -1,0 +1,11 @@
+"""What the Chromium tests share beyond their fixtures: logging in through the login form."""
+
+from __future__ import annotations
+
+
+def log_in(page, base_url: str, username: str, password: str) -> None:
+    page.goto(f"{base_url}/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base_url}/")

@@ -1,0 +1,62 @@
+"""The tests' own rules: what they share lives in tests/support/, no test module imports another, and a test that
+starts a process is marked `services`."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.processes import UnmarkedProcessError
+
+TESTS = Path(__file__).resolve().parent
+
+
+def python_files() -> list[Path]:
+    return [path for path in TESTS.rglob("*.py") if "node_modules" not in path.parts]
+
+
+def is_test_or_conftest(path: Path) -> bool:
+    return path.name.startswith("test_") or path.name == "conftest.py"
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module `path` imports, relative imports resolved against its package."""
+    package = path.relative_to(TESTS.parent).with_suffix("").parts[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
+            module = ".".join(part for part in (base, node.module or "") if part)
+            found.add(module)
+            # `from tests.web import test_pages` imports a module too.
+            found |= {f"{module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def test_support_code_is_in_tests_support():
+    strays = [
+        str(path.relative_to(TESTS))
+        for path in python_files()
+        if not is_test_or_conftest(path) and path.name != "__init__.py" and "support" not in path.parts
+    ]
+    assert strays == [], "move shared test code into tests/support/"
+
+
+def test_no_test_module_or_conftest_is_imported():
+    offenders = {
+        f"{path.relative_to(TESTS)} imports {module}"
+        for path in python_files()
+        for module in imported_modules(path)
+        if module.startswith("tests.") and module.rsplit(".", 1)[-1].startswith(("test_", "conftest"))
+    }
+    assert offenders == set(), "shared helpers belong in tests/support/"
+
+
+def test_a_test_not_marked_services_cannot_start_a_process():
+    with pytest.raises(UnmarkedProcessError, match="is not marked `services`"):
+        subprocess.run(["true"], check=True)
