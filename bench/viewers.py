@@ -13,7 +13,6 @@ to tell which of them was short of CPU.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
@@ -57,7 +56,6 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _once(servers: list, cookie: str, synthetic, positions: list[int], viewers: int, ramp: float) -> dict:
-    from observers.agui import HarnessAguiStreamObserver
     from runs.services.timeline import RunProjection
 
     from .host import discard, leased_run
@@ -92,7 +90,7 @@ def _once(servers: list, cookie: str, synthetic, positions: list[int], viewers: 
         def created(position: int, at: float) -> None:
             created_at[position] = at
 
-        projection = RunProjection(run, copy.copy(HarnessAguiStreamObserver(retain_events=False)))
+        projection = RunProjection(run)
         async_to_sync(write_like_worker)(run, lease, projection, synthetic, pace=RATE, created=created)
         outputs = [json.loads(client.communicate(timeout=240)[0].strip().splitlines()[-1]) for client in clients]
         server_cpu = sum(_cpu_seconds(server.process.pid) for server in servers) - server_cpu

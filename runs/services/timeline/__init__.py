@@ -22,7 +22,15 @@ from .read_side import (
     frames_after,
     last_position,
 )
-from .redaction import REDACTED, Redactor, TimelineRedactor, dump_event, redactor_for, restore_redacted
+from .redaction import (
+    REDACTED,
+    Produced,
+    Redactor,
+    TimelineRedactor,
+    dump_event,
+    redactor_for,
+    restore_redacted,
+)
 
 __all__ = (
     "APPROVALS_GROUP",
@@ -32,6 +40,7 @@ __all__ = (
     "THREADS_GROUP",
     "THREAD_STATUSES",
     "ArgumentChange",
+    "Produced",
     "Redactor",
     "RunProjection",
     "TimelineRedactor",

@@ -31,6 +31,7 @@ from runs.models import JournalEntry, Run, TimelineEvent
 
 from ..store import journal
 from .projection import RunProjection, store_events
+from .redaction import Produced
 
 __all__ = ("TERMINAL_EVENTS", "WORKER_LOST", "close_projection", "lane_closed")
 
@@ -101,7 +102,7 @@ def close_projection(run: Run, failure: SafeFailure | None = None) -> bool:
         message="The worker running this run stopped; a recovery run continues the execution.",
         retry_hint="new_run",
     )
-    observer = HarnessAguiStreamObserver(retain_events=False)
+    observer = HarnessAguiStreamObserver(retain_events=False, fragment=False)
     prefix = _Prefix(run)
     try:
         async_to_sync(observer.resume)(prefix.items())
@@ -117,7 +118,7 @@ def close_projection(run: Run, failure: SafeFailure | None = None) -> bool:
             return False
         if observer is None:
             plain = RunErrorEvent(message=failure.message, code=failure.code)
-            store_events(run, [(None, timezone.now(), plain)])
+            store_events(run, [Produced(None, timezone.now(), plain)])
         else:
             RunProjection(run, observer).store([(None, item) for item in closing])
     return True

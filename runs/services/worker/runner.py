@@ -24,7 +24,6 @@ from django.utils import timezone
 from pydantic_ai import ToolCallPart, ToolDefinition
 from pydantic_ai.messages import ModelResponse
 
-from observers.agui import HarnessAguiStreamObserver
 from runs.harness import (
     CheckpointBoundaries,
     DeferredToolCall,
@@ -201,7 +200,7 @@ async def _work(run_pk: int, lease: Lease, after_boundary: BoundaryHook | None, 
     gate.bind(stream.run_id)
     await sync_to_async(_bind_run_id)(lease, stream.run_id)
     run.run_id = stream.run_id
-    projection = RunProjection(run, HarnessAguiStreamObserver(retain_events=False))
+    projection = RunProjection(run)
     cancel.attach(stream.cancel)
     writer = BatchWriter(projection, lease)
 
