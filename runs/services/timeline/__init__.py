@@ -3,6 +3,7 @@ published after the commit, read back for pages and sockets; decisions as timeli
 
 from . import publishing, read_side
 from .decision_items import DECISION_EVENT_NAME, ArgumentChange, argument_changes
+from .lane_closing import OpenLane, aclose_projection
 from .projection import RunProjection
 from .publishing import (
     APPROVALS_GROUP,
@@ -40,10 +41,12 @@ __all__ = (
     "THREADS_GROUP",
     "THREAD_STATUSES",
     "ArgumentChange",
+    "OpenLane",
     "Produced",
     "Redactor",
     "RunProjection",
     "TimelineRedactor",
+    "aclose_projection",
     "argument_changes",
     "dump_event",
     "execution_exists",
