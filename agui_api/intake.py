@@ -22,9 +22,10 @@ from django.template.defaultfilters import pluralize
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from runs.harness import THREAD_ID_PATTERN
-from runs.models import AgentProfile, ExecutionStatus, Thread
+from runs.models import ExecutionStatus, Thread
 from runs.services.lifecycle import SubmissionRejected, executions, pending_requests, submit_decisions
 from runs.services.store import checkpoints
+from runs.services.store.access import Action, can, visible_profiles
 from runs.services.timeline import last_position, redactor_for
 from runs.validators import MAX_INPUT_CHARS, multi_line_text
 
@@ -48,9 +49,14 @@ class StreamStart:
 
 def begin(profile_name: str, run_input: RunAgentInput, user: AbstractBaseUser) -> StreamStart:
     """Start or resume, as `run_input` asks; raises `Refused` (and changes nothing) when it cannot."""
-    profile = AgentProfile.objects.filter(name=profile_name).first()
+    profile = visible_profiles(user).filter(name=profile_name).first()
     if profile is None:
+        # Another team's profile is answered like one that does not exist.
         raise Refused(404, "unknown_profile", f"There is no agent profile named {profile_name!r}.")
+    if not can(user, Action.START, profile):
+        raise Refused(
+            403, "forbidden", f"Your role in the team of profile {profile_name!r} does not allow starting work."
+        )
     if len(run_input.thread_id) > THREAD_ID_MAX or not re.fullmatch(THREAD_ID_PATTERN, run_input.thread_id):
         raise Refused(
             400,
@@ -59,7 +65,9 @@ def begin(profile_name: str, run_input: RunAgentInput, user: AbstractBaseUser) -
             "e.g. 'thread-' and 32 hex digits, or 'myapp_42'.",
         )
     user_texts = [_text_of(message) for message in run_input.messages if isinstance(message, UserMessage)]
-    thread = Thread.objects.filter(thread_id=run_input.thread_id).first()
+    # Thread ids are unique per team: another team's thread of this id is not this one, and a new thread of the
+    # same id is created here as for any unused id, so the answer never tells that another team uses it.
+    thread = Thread.objects.filter(team_id=profile.team_id, thread_id=run_input.thread_id).first()
     if thread is not None and thread.profile_id != profile.pk:
         raise Refused(
             409, "thread_of_other_profile", f"Thread {thread.thread_id} belongs to profile {thread.profile.name!r}."
@@ -120,7 +128,7 @@ def _check_history(thread: Thread, client_texts: Sequence[str]) -> None:
     ]
     # Compared as shown, both sides masked alike: a comparison of real values would answer "match or 409" to a
     # caller guessing a masked secret. The thread's own history is what runs, so a masked difference is harmless.
-    shown = redactor_for(executions.current_policy_version()).text
+    shown = redactor_for(executions.current_policy_version(thread.profile.team_id)).text
     held, sent = [shown(text) for text in prompts], [shown(text) for text in client_texts]
     if held != sent:
         # How the histories differ, never what the thread holds: its prompts are real values, unmasked, and the

@@ -17,7 +17,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from pydantic import ValidationError
 
-from runs.services.timeline import execution_exists, last_position
+from runs.services.store.access import visible_executions
+from runs.services.timeline import last_position
 from runs.validators import unstorable_json
 
 from . import intake
@@ -109,9 +110,9 @@ def _cursor(execution_pk: int, header: str | None) -> int:
     return after
 
 
-def _exists(execution_pk: int) -> bool:
+def _visible(execution_pk: int, user: Any) -> bool:
     try:
-        return execution_exists(execution_pk)
+        return visible_executions(user).filter(pk=execution_pk).exists()
     finally:
         connections.close_all()
 
@@ -122,7 +123,8 @@ async def execution_events(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         caller = await authenticate(request)
         caller.require(TokenScope.READ)
-        if not await sync_to_async(_exists)(pk):
+        # Another team's execution is answered like one that does not exist.
+        if not await sync_to_async(_visible)(pk, caller.user):
             raise Refused(404, "not_found", f"There is no execution {pk}.")
         after = await sync_to_async(_cursor)(pk, request.headers.get("Last-Event-ID"))
     except Refused as refused:

@@ -20,8 +20,10 @@ refuse_bad_settings()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from harness_site import eager_writes  # noqa: E402
+from harness_site.proxied_clients import ProxiedClients  # noqa: E402
 from observers.routing import websocket_urlpatterns  # noqa: E402
 from observers.socket_sessions import socket_auth_stack  # noqa: E402
 
@@ -31,6 +33,8 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(socket_auth_stack(URLRouter(websocket_urlpatterns))),
     }
 )
+if settings.HARNESS_BEHIND_TLS_PROXY:
+    application = ProxiedClients(application, trusted=settings.HARNESS_TRUSTED_PROXIES)
 
 # A live message goes to every viewer's socket in turn; each write is sent at once instead of a loop round later.
 eager_writes.install()

@@ -2,23 +2,29 @@
 
 Operators see the worker state in the top bar (a dashboard whose runs silently queue forever is worse than one
 that says "no worker"); `/health/` answers monitors with JSON, one entry per part with its own `status`
-("ok" or what is wrong), and 503 when any part is not ok.
+("ok" or what is wrong), and 503 when any part is not ok. The endpoint is public, so a failing part says only a
+fixed reason code; the exception, which names hosts, ports and database users, goes to the log.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, OperationalError, connection
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from django_rq import get_connection, get_queue
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq import Worker
 
 from runs.services.recovery import last_passes
 from runs.services.store import queue_reachable
+
+log = logging.getLogger(__name__)
 
 Check = dict[str, Any]
 UNKNOWN: Check = {"status": "unknown", "reason": "Redis is unreachable"}
@@ -44,7 +50,7 @@ def _database() -> Check:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
     except DatabaseError as error:
-        return {"status": "down", "reason": str(error)}
+        return _down("database", error, unreachable=isinstance(error, OperationalError))
     return {"status": "ok", "vendor": connection.vendor}
 
 
@@ -52,8 +58,14 @@ def _redis() -> Check:
     try:
         get_connection("default").ping()
     except RedisError as error:
-        return {"status": "down", "reason": str(error)}
+        return _down("Redis", error, unreachable=isinstance(error, RedisConnectionError | RedisTimeoutError))
     return {"status": "ok"}
+
+
+def _down(part: str, error: Exception, *, unreachable: bool) -> Check:
+    """A failed part: the error is logged (one line, as monitors ask often), the answer says only a fixed code."""
+    log.warning("/health/: the %s check failed: %s", part, error)
+    return {"status": "down", "reason": "unreachable" if unreachable else "error"}
 
 
 def _workers() -> Check:

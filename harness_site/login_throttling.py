@@ -1,8 +1,12 @@
-"""The username django-axes counts failures under, taken from what the login form posted.
+"""The username and address django-axes counts failures under.
 
-Axes reads the raw POST when the form refused the username, and stores it in a 255-character column: a
-megabyte or a NUL from a hostile form would fail in PostgreSQL. Cut to the longest username Django allows and
-without control characters, it still names the account being guessed.
+The username is taken from what the login form posted. Axes reads the raw POST when the form refused the
+username, and stores it in a 255-character column: a megabyte or a NUL from a hostile form would fail in
+PostgreSQL. Cut to the longest username Django allows and without control characters, it still names the account
+being guessed.
+
+The address is the connection's (`REMOTE_ADDR`), which behind the TLS proxy harness_site/proxied_clients.py has
+already set to the client's; forwarding headers are never read here.
 """
 
 from __future__ import annotations
@@ -21,3 +25,8 @@ def throttled_username(request: HttpRequest, credentials: dict[str, Any] | None)
         return None
     limit = get_user_model()._meta.get_field(field).max_length
     return "".join(char for char in str(raw) if unicodedata.category(char) != "Cc")[:limit]
+
+
+def client_address(request: HttpRequest) -> str | None:
+    address: str | None = request.META.get("REMOTE_ADDR")
+    return address

@@ -100,8 +100,10 @@ CONTENT_SECURITY_POLICY = {
     }
 }
 
-# `1` in production behind a proxy that terminates TLS and sets X-Forwarded-Proto.
+# `1` behind a proxy that terminates TLS and sets X-Forwarded-For and X-Forwarded-Proto: a connection from one of
+# the proxy's addresses is then taken to come from the client the proxy names (harness_site/proxied_clients.py).
 HARNESS_BEHIND_TLS_PROXY = env.flag("HARNESS_BEHIND_TLS_PROXY")
+HARNESS_TRUSTED_PROXIES = env.items("HARNESS_TRUSTED_PROXIES", "127.0.0.1,::1")
 if PRODUCTION:
     SECURE_SSL_REDIRECT = True
     # The supervisor's and load balancer's health probe may speak plain HTTP on the private side.
@@ -158,9 +160,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Django's four: applied wherever a password is set through a form or command (admin, changepassword,
+# createsuperuser); the local demo operator's published password is set past them on purpose (runs/demo_operator.py).
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
 AUTHENTICATION_BACKENDS = [
@@ -178,6 +184,9 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_USERNAME_CALLABLE = "harness_site.login_throttling.throttled_username"
+# The connection's address, which harness_site/proxied_clients.py sets from the trusted proxy's header: never a
+# header read here, which any client could forge.
+AXES_CLIENT_IP_CALLABLE = "harness_site.login_throttling.client_address"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:threads"
@@ -219,12 +228,14 @@ HARNESS_SOCKET_SESSION_CHECK_SECONDS = env.number("HARNESS_SOCKET_SESSION_CHECK_
 # in flight) stalls a page for at most this long.
 HARNESS_SOCKET_REFRESH_SECONDS = env.number("HARNESS_SOCKET_REFRESH_SECONDS", 10.0)
 
+# Jobs travel as JSON, never pickles, and only the Host's own decode (runs/services/store/queued_jobs.py): the
+# Host's code and its worker use these whatever the settings say; here they are for django-rq's own commands.
 RQ_QUEUES = {
-    "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600},
+    "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600, "SERIALIZER": "rq.serializers.JSONSerializer"},
 }
 # The Host's worker preloads the job code before forking work-horses (see runs/worker.py); django-rq keeps its
 # default on_db_commit mode, so jobs are enqueued only once the rows they read are committed.
-RQ = {"WORKER_CLASS": "runs.worker.HostWorker"}
+RQ = {"WORKER_CLASS": "runs.worker.HostWorker", "JOB_CLASS": "runs.services.store.queued_jobs.HostJob"}
 
 # /health/ calls the sweeper stale when no sweeper finished a pass for this long (it sweeps every 2 s), and
 # the queue a backlog above this many waiting jobs.
@@ -239,6 +250,9 @@ HARNESS_RECOVERY_BACKOFF_SECONDS = env.number("HARNESS_RECOVERY_BACKOFF_SECONDS"
 # demo agent is the default of both.
 HARNESS_TOOLSETS = env.items("HARNESS_TOOLSETS", "runs.harness.demo.toolset")
 HARNESS_DEMO_MODEL = env.text("HARNESS_DEMO_MODEL", "runs.harness.demo.demo_model")
+# Hosts an agent profile's base URL may reach over plain http besides this machine (comma-separated names or
+# addresses, e.g. a model server on the private network); any other base URL must be https.
+HARNESS_MODEL_HOSTS_ALLOWED = [host.lower() for host in env.items("HARNESS_MODEL_HOSTS_ALLOWED", "")]
 
 # The largest RunAgentInput the AG-UI endpoint reads; a larger body gets 413.
 AGUI_MAX_BODY_BYTES = env.integer("AGUI_MAX_BODY_BYTES", 1024 * 1024)
@@ -260,6 +274,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
+        "harness_site": {"handlers": ["console"], "level": HARNESS_LOG_LEVEL},
         "runs": {"handlers": ["console"], "level": HARNESS_LOG_LEVEL},
         "observers": {"handlers": ["console"], "level": HARNESS_LOG_LEVEL},
     },

@@ -193,6 +193,13 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
             if still != user_pk:
                 await self.session_ended({})
                 return
+            if not await self.still_allowed():
+                return
+
+    async def still_allowed(self) -> bool:
+        """Checked with the session: whether the user may still watch what the socket shows; a subclass that
+        shows one object closes (as for an object that does not exist) and answers False once they may not."""
+        return True
 
 
 class NoSuchSocketConsumer(AuthenticatedJsonConsumer):

@@ -1,10 +1,9 @@
 """The Host's websockets: the timeline of one execution, thread statuses, and the open approval requests.
 
 `/ws/executions/<pk>/` replays stored AG-UI events from the database, then goes live, with no gap and no
-duplicate: it joins the execution's group (through this process's feed, `observers.execution_feeds`) *before*
-reading the database, queues live messages while it replays, sends `ready`, then drains the queue and writes live
-frames, dropping any at or below the last position sent; a live frame that skips positions is preceded by the
-missing frames read from the database. The feed makes sure a status comes after every frame committed before it.
+duplicate: it follows the execution as the AG-UI event stream does (`runs.services.timeline.ExecutionFollower`,
+through this process's feed of the execution) and sends what it is handed as socket frames: the status first,
+the replay as `events`, `ready`, then live `event`/`events` and `status`.
 `/ws/threads/` forwards thread statuses; `/ws/approvals/` the open requests whenever they change.
 
 Every message, code and limit is defined in `runs.protocol` and described once in docs/architecture.md
@@ -14,13 +13,11 @@ Every message, code and limit is defined in `runs.protocol` and described once i
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 
 from channels.db import database_sync_to_async
 
 from observers.authenticated import AuthenticatedJsonConsumer
-from observers.execution_feeds import ExecutionFeed, feed_for, merged, text_of
+from runs.models import TeamRole
 from runs.protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NOT_FOUND,
@@ -30,7 +27,6 @@ from runs.protocol import (
     ApprovalsSubscribe,
     ErrorCode,
     ExecutionStatusMessage,
-    GroupMessage,
     ReadyFrame,
     StatusFrame,
     ThreadsSubscribe,
@@ -39,12 +35,10 @@ from runs.protocol import (
     TimelineFrame,
     TimelineSubscribe,
 )
-from runs.services.lifecycle import open_request_ids
-from runs.services.timeline import APPROVALS_GROUP, THREADS_GROUP, read_side
+from runs.services.lifecycle import open_requests
+from runs.services.store import access
+from runs.services.timeline import APPROVALS_GROUP, THREADS_GROUP, ExecutionFollower, read_side, text_of
 from runs.validators import MAX_DB_INTEGER
-
-log = logging.getLogger(__name__)
-
 
 _EVENTS_MESSAGE = '{{"type":"events","events":[{}]}}'
 
@@ -67,41 +61,37 @@ def _status_frame(message: ExecutionStatusMessage) -> StatusFrame:
 
 
 class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
+    """The timeline socket: the `FollowerOutput` of an `ExecutionFollower`, which it hands socket frames."""
+
     client_message = TimelineSubscribe
     field_error_codes = {"after": ErrorCode.BAD_CURSOR}
     expected_shape = '{"type": "subscribe", "after": <position or null>, "execution": <pk, optional>}'
 
     async def opened(self) -> None:
         self.execution_pk: int = self.scope["url_route"]["kwargs"]["pk"]
-        self.feed: ExecutionFeed | None = None
-        self.live = False
-        # Group messages the feed offered that could not be written at once; during the replay they wait here.
-        self.queued: list[GroupMessage] = []
-        self.posted = asyncio.Event()
-        self.last_sent = 0
+        self.follower = ExecutionFollower(self.execution_pk, self)
         self.last_status: StatusFrame | None = None
-        # Whoever writes frames (the replay, the queue's drain, the feed writing at once) holds this: each advances
-        # `last_sent`, and messages go out in the order the feed offered them.
-        self.sending = asyncio.Lock()
-        self.follower: asyncio.Task | None = None
-        exists = self.execution_pk <= MAX_DB_INTEGER and await database_sync_to_async(read_side.execution_exists)(
-            self.execution_pk
-        )
-        if not exists:
+        if not await self.still_allowed():
+            return
+
+    async def still_allowed(self) -> bool:
+        # Another team's execution is answered exactly like one that does not exist, now and at every re-check.
+        visible = self.execution_pk <= MAX_DB_INTEGER and await database_sync_to_async(self._visible)()
+        if not visible:
             await self.fail(
                 ErrorCode.NOT_FOUND, f"Execution {self.execution_pk} does not exist.", close_code=CLOSE_NOT_FOUND
             )
+        return visible
+
+    def _visible(self) -> bool:
+        return access.visible_executions(self.scope["user"]).filter(pk=self.execution_pk).exists()
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "follower", None) is not None:
-            self.follower.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.follower
-        if getattr(self, "feed", None) is not None:
-            await self.feed.remove(self)
+            await self.follower.leave()
 
     async def receive_message(self, message: TimelineSubscribe) -> None:
-        if self.feed is not None:
+        if self.follower.feed is not None:
             await self.fail(ErrorCode.ALREADY_SUBSCRIBED, "This connection is already subscribed.")
             return
         if message.execution is not None and message.execution != self.execution_pk:
@@ -111,11 +101,7 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
             )
             return
         after = message.after or 0
-        # Join the group (through this process's feed) before reading anything: every event committed from here
-        # on is either in the replay or arrives as a live message (published after commit), so nothing falls in
-        # between.
-        self.feed = feed = feed_for(self.execution_pk)
-        await feed.add(self)
+        feed = await self.follower.join()
         # A position the feed saw is committed, so a cursor at or below it needs no look at the end.
         end = (
             feed.seen
@@ -125,77 +111,11 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         if after > end:
             await self.fail(ErrorCode.CURSOR_BEYOND_END, f"Position {after} is beyond the end of the timeline ({end}).")
             return
-        self.last_sent = after
-        await self._send_status(feed.status or await feed.note_status())
+        await self.send_status(feed.status or await feed.note_status())
         # The replay runs beside the dispatch loop; live messages are queued meanwhile.
-        self.follower = asyncio.create_task(self._replay_then_follow())
+        self.follower.follow(after)
 
-    async def offer(self, message: GroupMessage) -> None:
-        # Written at once only when nothing is ahead of it and no database read is needed (the common live case);
-        # that saves a task wake-up per viewer and message.
-        if self.live and not self.queued and not self.sending.locked():
-            async with self.sending:
-                if message["type"] == "execution.status":
-                    await self._send_status(message)
-                    return
-                if message["type"] == "timeline.append" and (frames := self._following(message["frames"])) is not None:
-                    whole = len(frames) == len(message["frames"])
-                    await self._send_frames(frames, _shared_texts(message) if whole else None)
-                    return
-        self.queued.append(message)
-        self.posted.set()
-
-    async def drop(self) -> None:
-        await self.close(code=CLOSE_INTERNAL_ERROR)
-
-    async def _replay_then_follow(self) -> None:
-        try:
-            async with self.sending:
-                await self._send_stored_after_cursor()
-                await self.send_json(ReadyFrame(type="ready", position=self.last_sent))
-                self.live = True
-            while True:
-                while self.queued:
-                    async with self.sending:
-                        messages, self.queued = self.queued, []
-                        await self._handle(messages)
-                # No await between the emptiness check and the clear: a message queued later sets it again.
-                self.posted.clear()
-                await self.posted.wait()
-        except Exception:
-            # A task's exception would otherwise vanish and leave the client waiting forever; closing makes it
-            # reconnect and resume from the last frame it got.
-            log.exception("timeline socket of execution %s failed", self.execution_pk)
-            await self.close(code=CLOSE_INTERNAL_ERROR)
-
-    async def _handle(self, messages: list[GroupMessage]) -> None:
-        """Frames of consecutive timeline messages go out together; a status after every frame before it."""
-        for message in merged(messages):
-            if message["type"] == "timeline.append":
-                await self._deliver(message["frames"])
-            elif message["type"] == "execution.status":
-                await self._send_status(message)
-
-    def _following(self, frames: list[TimelineFrame]) -> list[TimelineFrame] | None:
-        """The frames after the last one sent, if they follow it without a hole (None if they do not)."""
-        fresh = sorted((frame for frame in frames if frame["position"] > self.last_sent), key=lambda f: f["position"])
-        # Positions are unique: the first following the last sent and the span matching the count means no hole.
-        first, last = self.last_sent + 1, self.last_sent + len(fresh)
-        if fresh and (fresh[0]["position"], fresh[-1]["position"]) != (first, last):
-            return None
-        return fresh
-
-    async def _send_stored_after_cursor(self) -> None:
-        if self.feed is not None:
-            await self._send_frames(self.feed.remembered_after(self.last_sent))
-        while page := await database_sync_to_async(read_side.frames_after)(self.execution_pk, self.last_sent):
-            if self.feed is not None:
-                self.feed.remember(page)
-            await self._send_frames(page)
-            if len(page) < read_side.REPLAY_PAGE_SIZE:
-                break
-
-    async def _send_status(self, message: ExecutionStatusMessage) -> None:
+    async def send_status(self, message: ExecutionStatusMessage) -> None:
         """A status frame, unless it says what the last one said (the feed offers one after each check that found
         a lost message)."""
         frame = _status_frame(message)
@@ -203,27 +123,16 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
             self.last_status = frame
             await self.send_json(frame)
 
-    async def _deliver(self, frames: list[TimelineFrame]) -> None:
-        outgoing: list[TimelineFrame] = []
-        last = self.last_sent
-        for frame in sorted(frames, key=lambda f: f["position"]):
-            position = frame["position"]
-            if position <= last:
-                continue
-            if position > last + 1:
-                outgoing += await database_sync_to_async(read_side.frames_between)(self.execution_pk, last, position)
-            outgoing.append(frame)
-            last = position
-        await self._send_frames(outgoing)
-
-    async def _send_frames(self, frames: list[TimelineFrame], texts: list[str] | None = None) -> None:
-        """One frame as an `event` message; several as `events` messages (per-message cost dominates replay).
-        `texts`: those messages' texts, when another viewer already made them."""
-        if not frames:
-            return
-        for text in texts or _message_texts(frames):
+    async def send_frames(self, frames: list[TimelineFrame], whole: TimelineAppend | None) -> None:
+        """One frame as an `event` message; several as `events` messages (per-message cost dominates replay)."""
+        for text in _shared_texts(whole) if whole is not None else _message_texts(frames):
             await self.send_encoded(text)
-        self.last_sent = frames[-1]["position"]
+
+    async def send_ready(self, position: int) -> None:
+        await self.send_json(ReadyFrame(type="ready", position=position))
+
+    async def abort(self) -> None:
+        await self.close(code=CLOSE_INTERNAL_ERROR)
 
 
 def _message_texts(frames: list[TimelineFrame]) -> list[str]:
@@ -259,6 +168,9 @@ class ThreadListConsumer(AuthenticatedJsonConsumer):
         # A refresh's read and send, and a live message's send, one at a time: an older status read by a
         # refresh can never overtake a newer live one.
         self.sending = asyncio.Lock()
+        # Whether the user may see each thread a message named: the group carries every team's statuses. Read
+        # again at each refresh, so a membership that ended stops the statuses of its team's threads.
+        self.visible: dict[int, bool] = {}
         await self.join(THREADS_GROUP)
 
     async def receive_message(self, message: ThreadsSubscribe) -> None:
@@ -267,17 +179,29 @@ class ThreadListConsumer(AuthenticatedJsonConsumer):
         await self.send_json(ReadyFrame(type="ready"))
 
     async def refresh(self) -> None:
+        self.visible = {}
         await self._send_changed_statuses()
 
     async def _send_changed_statuses(self) -> None:
         async with self.sending:
-            for status in await database_sync_to_async(read_side.thread_status_messages)(self.threads):
+            for status in await database_sync_to_async(self._visible_statuses)():
                 if self.shown.get(status["thread"]) != status:
                     await self._send_status(status)
 
+    def _visible_statuses(self) -> list[ThreadStatus]:
+        visible = access.visible_threads(self.scope["user"]).filter(pk__in=self.threads)
+        return read_side.thread_status_messages(visible.values_list("pk", flat=True))
+
     async def thread_status(self, message: ThreadStatus) -> None:
         async with self.sending:
-            await self._send_status(message)
+            thread = message["thread"]
+            if thread not in self.visible:
+                self.visible[thread] = await database_sync_to_async(self._may_see)(thread)
+            if self.visible[thread]:
+                await self._send_status(message)
+
+    def _may_see(self, thread: int) -> bool:
+        return access.visible_threads(self.scope["user"]).filter(pk=thread).exists()
 
     async def _send_status(self, status: ThreadStatus) -> None:
         if status["thread"] in self.threads:
@@ -317,11 +241,16 @@ class ApprovalsConsumer(AuthenticatedJsonConsumer):
     async def approvals_changed(self, message: ApprovalsChanged) -> None:
         await self._send_if_changed()
 
+    def _decidable_ids(self) -> list[int]:
+        """The open requests the user may decide, as the badge and the inbox count them."""
+        decidable = access.scoped(open_requests(), self.scope["user"], TeamRole.APPROVER)
+        return list(decidable.values_list("pk", flat=True))
+
     async def _send_if_changed(self) -> None:
         if not self.subscribed:
             return
         async with self.sending:
-            requests = await database_sync_to_async(open_request_ids)()
+            requests = await database_sync_to_async(self._decidable_ids)()
             if requests == self.shown:
                 return
             self.shown = requests

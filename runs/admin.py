@@ -55,7 +55,7 @@ class AgentProfileAdmin(admin.ModelAdmin):
     def runs_on(self, profile: AgentProfile) -> str:
         if not profile.pk:
             return "—"
-        choice = ModelChoice(profile.model, profile.base_url)
+        choice = ModelChoice(profile.model, profile.base_url, profile.name)
         problems = model_problems(choice)
         return choice.describe() + (f" — cannot run here: {' '.join(problems)}" if problems else "")
 

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.shortcuts import redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
@@ -23,6 +29,7 @@ from runs.models import (
     DeferredRequest,
     Execution,
     ExecutionStatus,
+    TeamRole,
 )
 from runs.services.lifecycle import (
     SubmissionRejected,
@@ -33,11 +40,14 @@ from runs.services.lifecycle import (
     submit_decisions,
     tool_parameters_schema,
 )
-from runs.services.reports import audit_rows, csv_text
-from runs.services.store import queueing
+from runs.services.reports import audit_rows, csv_lines
+from runs.services.store import access, queueing
+from runs.services.store.access import get_visible_or_404
 from runs.services.timeline import redactor_for
 
 AUDIT_ROWS = 200
+INBOX_PAGE_SIZE = 50
+EXPORT_BATCH_ROWS = 500
 
 
 def execution_url(execution: Execution) -> str:
@@ -108,7 +118,7 @@ def approval_form_context(request: HttpRequest, execution: Execution, *, next_ur
         "checkpoint_id": execution.thread.selected_checkpoint_id,
         # One key per rendered form: a double submit or a second post of the same page repeats it.
         "submission_key": new_submission_key(),
-        "may_decide": can_decide(request.user),
+        "may_decide": can_decide(request.user, execution),
         "expires_at": min(expires) if expires else None,
         "next": next_url or request.get_full_path(),
     }
@@ -116,6 +126,9 @@ def approval_form_context(request: HttpRequest, execution: Execution, *, next_ur
 
 def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     now = timezone.now()
+    page = Paginator(_decidable(request).select_related("execution__thread"), INBOX_PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
     rows = [
         {
             "request": item,
@@ -123,20 +136,27 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
             "expires_in_seconds": int((item.expires_at - now).total_seconds()) if item.expires_at else None,
             "execution_url": execution_url(item.execution),
         }
-        for item in open_requests().select_related("execution__thread")
+        for item in page.object_list
     ]
-    return {"rows": rows, "may_decide": can_decide(request.user)}
+    return {"rows": rows, "page": page}
+
+
+def _decidable(request: HttpRequest) -> QuerySet[DeferredRequest]:
+    """The open requests the user may decide: the inbox and the nav badge count only these."""
+    return access.scoped(open_requests(), request.user, TeamRole.APPROVER)
 
 
 @login_required
 def inbox(request: HttpRequest) -> HttpResponse:
-    """Waiting requests across all threads, oldest first; only open sets (the thread's selected checkpoint)."""
+    """Waiting requests the user may decide, across their teams' threads, oldest first; only open sets (the
+    thread's selected checkpoint)."""
     return render(request, "runs/approvals.html", _inbox_context(request))
 
 
 @login_required
 def inbox_rows(request: HttpRequest) -> HttpResponse:
-    """The inbox's table alone: what the page fetches when its socket says the open requests changed."""
+    """The inbox's table alone (one page of it): what the page fetches when its socket says the open requests
+    changed."""
     return render(request, "runs/_approval_rows.html", _inbox_context(request))
 
 
@@ -145,12 +165,12 @@ def inbox_rows(request: HttpRequest) -> HttpResponse:
 def decide(request: HttpRequest, execution_pk: int) -> HttpResponse:
     """GET: the approval form fragment (for a page that learns live that the execution waits).
     POST: accept one complete decision set, or explain why it was refused and change nothing."""
-    execution = get_object_or_404(Execution.objects.select_related("thread"), pk=execution_pk)
+    execution = get_visible_or_404(Execution.objects.select_related("thread"), request.user, pk=execution_pk)
     if request.method == "GET":
         context = approval_form_context(request, execution, next_url=execution_url(execution))
         return render(request, "runs/_approval_form.html", context)
-    if not can_decide(request.user):
-        raise PermissionDenied("Answering deferred requests needs the runs.decide_deferred permission.")
+    if not can_decide(request.user, execution):
+        raise PermissionDenied("Answering deferred requests needs the approver role in the thread's team.")
     form = DecisionSetForm(request.POST)
     back = _safe_next(request, form.data.get("next")) or execution_url(execution)
     wants_json = request.headers.get("Accept", "").startswith("application/json")
@@ -211,7 +231,7 @@ def _safe_next(request: HttpRequest, candidate: str | None) -> str | None:
 @login_required
 def audit(request: HttpRequest) -> HttpResponse:
     """Decisions, cancellations and policy versions, newest first, filtered by thread, user and date."""
-    form = AuditFilterForm(request.GET or None)
+    form = AuditFilterForm(request.GET or None, viewer=request.user)
     filters = form.filters()
     return render(
         request,
@@ -230,11 +250,22 @@ def audit(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def audit_export(request: HttpRequest) -> HttpResponse:
+def audit_export(request: HttpRequest) -> HttpResponseBase:
     """The audit's decisions as CSV, with the page's filters and its redaction."""
-    form = AuditFilterForm(request.GET or None)
+    form = AuditFilterForm(request.GET or None, viewer=request.user)
     if form.is_bound and not form.is_valid():
         return HttpResponse(f"Invalid filters: {form.errors.as_text()}", status=400, content_type="text/plain")
-    response = HttpResponse(csv_text(form.filters().decisions()), content_type="text/csv; charset=utf-8")
+    # However many decisions match, the export is never held whole: rows are read from one cursor and sent a batch
+    # at a time.
+    lines = csv_lines(form.filters().decisions().iterator(chunk_size=EXPORT_BATCH_ROWS))
+    response = StreamingHttpResponse(_in_batches(lines), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="decisions.csv"'
     return response
+
+
+async def _in_batches(lines: Iterator[str]) -> AsyncIterator[str]:
+    """The lines, joined a batch at a time, for daphne: Django reads a synchronous iterator whole into a list before it
+    sends any of it over ASGI. Each batch is read on the request's thread, where the cursor is."""
+    read_batch = sync_to_async(lambda: "".join(islice(lines, EXPORT_BATCH_ROWS)))
+    while batch := await read_batch():
+        yield batch

@@ -19,6 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 from django.utils.module_loading import import_string
 
+from harness_site.proxied_clients import trusted_networks
 from runs.demo_operator import DEMO_USERNAME, demo_password_works
 
 TAG = "harness"
@@ -55,12 +56,23 @@ class Flag:
         return type(value) is bool
 
 
+class Addresses:
+    words = "a list of IP addresses or networks (e.g. 10.0.1.5,10.0.1.0/24)"
+
+    def __call__(self, value: Any) -> bool:
+        try:
+            return isinstance(value, list) and bool(trusted_networks(value))
+        except (TypeError, ValueError):
+            return False
+
+
 PORT = Whole(1, 65535)
 # Ten years: a token meant to last longer is one nobody rotates.
 MAX_TOKEN_DAYS = 3650
-RULES: dict[str, Whole | Seconds | Flag] = {
+RULES: dict[str, Whole | Seconds | Flag | Addresses] = {
     "DEBUG": Flag(),
     "HARNESS_BEHIND_TLS_PROXY": Flag(),
+    "HARNESS_TRUSTED_PROXIES": Addresses(),
     "HARNESS_LOGIN_FAILURE_LIMIT": Whole(1),
     "HARNESS_LOGIN_LOCKOUT_MINUTES": Whole(1),
     "HARNESS_SOCKET_SESSION_CHECK_SECONDS": Seconds(),

@@ -2,15 +2,16 @@
 
 from django.http import HttpRequest
 
+from runs.models import TeamRole
 from runs.services.lifecycle import open_requests
-from runs.services.store import queueing
+from runs.services.store import access, queueing
 
 
 def pending_approvals(request: HttpRequest) -> dict:
-    """How many deferred requests wait for an answer, for the badge on the Approvals link."""
+    """How many deferred requests wait for the user's answer, for the badge on the Approvals link."""
     if not request.user.is_authenticated:
         return {}
-    return {"pending_approvals": open_requests().count()}
+    return {"pending_approvals": access.scoped(open_requests(), request.user, TeamRole.APPROVER).count()}
 
 
 def queue_state(request: HttpRequest) -> dict:

@@ -7,6 +7,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.db import connection
 
+from runs.models import DEFAULT_TEAM, Membership, Team, TeamRole
+
 DEMO_USERNAME = "operator"
 DEMO_PASSWORD = "operator"
 
@@ -17,11 +19,17 @@ def ensure_demo_operator() -> str:
         username=DEMO_USERNAME, defaults={"is_staff": True, "is_superuser": True}
     )
     if created:
+        # set_password runs no validators: the demo password fails all but the length rule, and that is the point
+        # of a published local-only password (production refuses to start while it works).
         user.set_password(DEMO_PASSWORD)
         user.save(update_fields=["password"])
         # Granted explicitly too, so the account still decides if someone takes away its superuser flag.
         user.user_permissions.add(
             *Permission.objects.filter(content_type__app_label="runs", codename="decide_deferred")
+        )
+        # The admin of the team `default`, so it keeps its rights there without the superuser flag as well.
+        Membership.objects.get_or_create(
+            user=user, team=Team.objects.get_or_create(name=DEFAULT_TEAM)[0], defaults={"role": TeamRole.ADMIN}
         )
         return f"Created the demo operator '{DEMO_USERNAME}' with password '{DEMO_PASSWORD}' (local use only)."
     if user.check_password(DEMO_PASSWORD):

@@ -11,12 +11,13 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.http import QueryDict
 
 from runs.models import AgentProfile, Thread, Verdict
 from runs.services.lifecycle import MAX_KEY_LENGTH, MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
 from runs.services.reports import AuditFilters
-from runs.services.store import ModelChoice, model_problems, toolbox
+from runs.services.store import ModelChoice, access, base_url_problem, model_problems, profile_key_variable, toolbox
 from runs.services.timeline import THREAD_STATUSES
 from runs.validators import MAX_DB_INTEGER, MAX_INPUT_CHARS, multi_line_text, single_line_text, unstorable_json
 
@@ -102,7 +103,10 @@ class AgentProfileForm(forms.ModelForm):
         required=False,
         assume_scheme="http",
         max_length=300,
-        help_text=AgentProfile._meta.get_field("base_url").help_text,
+        help_text=f"{AgentProfile._meta.get_field('base_url').help_text} It must be https unless its host is this "
+        "machine or listed in HARNESS_MODEL_HOSTS_ALLOWED. Requests to it carry the key in the environment variable "
+        "HARNESS_PROFILE_<NAME>_API_KEY (the profile's name in capitals, '-' as '_'), or none: never the provider's "
+        "own key.",
     )
     enabled_tools = forms.MultipleChoiceField(
         required=False,
@@ -120,11 +124,30 @@ class AgentProfileForm(forms.ModelForm):
         names = set(toolbox.tool_names()) | set(self.instance.enabled_tools or [])
         self.fields["enabled_tools"].choices = [(name, name) for name in sorted(names)]
 
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"]
+        variable = profile_key_variable(name)
+        others = AgentProfile.objects.exclude(pk=self.instance.pk).values_list("name", flat=True)
+        # Else a new profile could be given the key of an existing one, and send it to its own base URL.
+        if clash := next((other for other in others if profile_key_variable(other) == variable), None):
+            raise forms.ValidationError(
+                f'The profile "{clash}" already reads its key from {variable}: choose a name that differs from it '
+                "in more than case, '-' and '_'."
+            )
+        return name
+
+    def clean_base_url(self) -> str:
+        base_url = self.cleaned_data["base_url"]
+        if problem := base_url_problem(base_url):
+            raise forms.ValidationError(problem)
+        return base_url
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        if "model" in cleaned:
+        if "model" in cleaned and "base_url" not in self.errors:
             # Checked against this process's environment; the worker's must provide the same packages and keys.
-            for problem in model_problems(ModelChoice(cleaned["model"], cleaned.get("base_url") or "")):
+            choice = ModelChoice(cleaned["model"], cleaned.get("base_url") or "", cleaned.get("name") or "")
+            for problem in model_problems(choice):
                 self.add_error("model", problem)
         return cleaned
 
@@ -237,6 +260,13 @@ class AuditFilterForm(forms.Form):
     date_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     date_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
 
+    def __init__(self, *args: Any, viewer: AbstractBaseUser | AnonymousUser, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Only the viewer's teams: their threads, and the people who could have acted on them.
+        self.viewer = viewer
+        self.fields["thread"].queryset = access.scoped(self.fields["thread"].queryset, viewer)
+        self.fields["user"].queryset = access.visible_users(viewer).order_by("username")
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         for name in ("date_from", "date_to"):
@@ -251,5 +281,5 @@ class AuditFilterForm(forms.Form):
     def filters(self) -> AuditFilters:
         """The valid filters; none when the form is unbound or invalid (its errors say why)."""
         if not self.is_valid():
-            return AuditFilters()
-        return AuditFilters(**self.cleaned_data)
+            return AuditFilters(viewer=self.viewer)
+        return AuditFilters(viewer=self.viewer, **self.cleaned_data)

@@ -7,15 +7,62 @@ an execution at most one leased run.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+
+DEFAULT_TEAM = "default"
+
+
+class Team(models.Model):
+    """Who shares profiles, policies and threads: a member sees and acts on its team's work only."""
+
+    name = models.SlugField(unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TeamRole(models.IntegerChoices):
+    """What a member may do in a team; each role includes the ones below it (compare with >=)."""
+
+    VIEWER = 10, "viewer"
+    OPERATOR = 20, "operator"
+    APPROVER = 30, "approver"
+    ADMIN = 40, "admin"
+
+
+class Membership(models.Model):
+    """A user's role in one team."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="team_memberships")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    role = models.PositiveSmallIntegerField(choices=TeamRole.choices, default=TeamRole.VIEWER)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "team"], name="membership_user_team_unique")]
+        ordering = ["team", "user"]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.get_role_display()})"
+
+
+def _default_team_pk() -> int:
+    """The `default` team, created when missing: where a profile or policy saved without a team goes."""
+    return Team.objects.get_or_create(name=DEFAULT_TEAM)[0].pk
 
 
 class AgentProfile(models.Model):
     """How a thread's agent is built: model, instructions and the host tools it may call."""
 
     name = models.SlugField(unique=True)
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="profiles")
     model = models.CharField(
         max_length=200,
         help_text='"demo" for the offline scripted model, else a pydantic-ai model string "provider:model", e.g. '
@@ -35,11 +82,19 @@ class AgentProfile(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.team_id is None:
+            self.team_id = _default_team_pk()
+        super().save(*args, **kwargs)
+
 
 class HostPolicy(models.Model):
-    """A named policy whose edits create new immutable versions; runs record the version they used."""
+    """A named policy whose edits create new immutable versions; runs record the version they used.
+
+    A team has at most one policy, and it governs every execution on that team's profiles."""
 
     name = models.SlugField(unique=True, default="default")
+    team = models.OneToOneField(Team, on_delete=models.PROTECT, related_name="policy")
     current_version = models.ForeignKey(
         "HostPolicyVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -49,6 +104,11 @@ class HostPolicy(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.team_id is None:
+            self.team_id = _default_team_pk()
+        super().save(*args, **kwargs)
 
 
 class ToolRecovery(models.TextChoices):
@@ -107,9 +167,13 @@ class HostPolicyVersion(models.Model):
 class Thread(models.Model):
     """A harness thread as the Host knows it; its state lives in the selected checkpoint."""
 
-    thread_id = models.CharField(max_length=100, unique=True)
+    # Unique within its team: another team's thread of the same id is invisible, not "taken" (AG-UI clients choose
+    # ids, and a refusal would confirm that another team uses one).
+    thread_id = models.CharField(max_length=100)
     title = models.CharField(max_length=200, blank=True)
     profile = models.ForeignKey(AgentProfile, on_delete=models.PROTECT, related_name="threads")
+    # Everything of the thread (executions, runs, events, checkpoints, decisions) is its team's.
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="threads")
     selected_checkpoint = models.ForeignKey(
         "Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -120,10 +184,17 @@ class Thread(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "thread_id"], name="thread_id_unique_per_team")]
         ordering = ["-updated_at"]
 
     def __str__(self) -> str:
         return self.title or self.thread_id
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # A thread's team is its profile's unless the caller says otherwise (a Host-managed child: its parent's).
+        if self.team_id is None:
+            self.team_id = self.profile.team_id
+        super().save(*args, **kwargs)
 
     @property
     def latest_execution(self) -> Execution | None:

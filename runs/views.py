@@ -7,21 +7,24 @@ import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.forms import Form
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from runs.forms import MAX_INPUT_CHARS, TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
-from runs.models import AgentProfile, Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
+from runs.models import Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
 from runs.services.lifecycle import can_decide, cancellation, executions, starts
 from runs.services.reports import failures, provenance, timeline_page
-from runs.services.store import checkpoints, queueing
+from runs.services.store import access, checkpoints, queueing
+from runs.services.store.access import Action, get_visible_or_404
 from runs.services.timeline import read_side
 
 THREADS_PER_PAGE = 25
 CHECKPOINTS_PER_PAGE = 20
+EXECUTIONS_PER_PAGE = 25
 RUN_EVENTS_PER_PAGE = 200
 LIMITS = {"input": MAX_INPUT_CHARS, "title": TITLE_CHARS}
 """Shown as `maxlength` on the forms; the forms enforce them."""
@@ -33,9 +36,8 @@ def threads(request: HttpRequest) -> HttpResponse:
     valid = filters.is_valid()
     search = filters.cleaned_data.get("q", "").strip() if valid else ""
     status = filters.cleaned_data.get("status", "") if valid else ""
-    page = Paginator(read_side.threads_overview(search=search, status=status), THREADS_PER_PAGE).get_page(
-        request.GET.get("page")
-    )
+    overview = access.scoped(read_side.threads_overview(search=search, status=status), request.user)
+    page = Paginator(overview, THREADS_PER_PAGE).get_page(request.GET.get("page"))
     return render(
         request,
         "runs/threads.html",
@@ -45,7 +47,7 @@ def threads(request: HttpRequest) -> HttpResponse:
             "search": search,
             "status": status,
             "statuses": read_side.THREAD_STATUSES,
-            "profiles": AgentProfile.objects.order_by("name"),
+            "profiles": access.visible_profiles(request.user, Action.START).order_by("name"),
             "limits": LIMITS,
         },
         # Refused filters are shown with their reasons, and the list is then unfiltered.
@@ -57,6 +59,8 @@ def threads(request: HttpRequest) -> HttpResponse:
 @require_POST
 def create_thread(request: HttpRequest) -> HttpResponse:
     form = NewThreadForm(request.POST)
+    # A profile the user may not start on is refused like one that does not exist.
+    form.fields["profile"].queryset = access.visible_profiles(request.user, Action.START).order_by("name")
     if not form.is_valid():
         return _refused(request, form, "The thread was not created.")
     data = form.cleaned_data
@@ -73,8 +77,8 @@ def create_thread(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    thread = get_object_or_404(
-        Thread.objects.select_related("profile", "selected_checkpoint", "forked_from__thread"), pk=pk
+    thread = get_visible_or_404(
+        Thread.objects.select_related("profile", "selected_checkpoint", "forked_from__thread"), request.user, pk=pk
     )
     checkpoints = Paginator(read_side.checkpoints_of(thread), CHECKPOINTS_PER_PAGE).get_page(
         request.GET.get("checkpoints")
@@ -87,20 +91,30 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "runs/thread.html",
         {
             "thread": thread,
-            "executions": read_side.executions_of(thread),
+            "executions": Paginator(read_side.executions_of(thread), EXECUTIONS_PER_PAGE).get_page(
+                request.GET.get("executions")
+            ),
             "checkpoints": checkpoints,
             "ancestry": read_side.fork_ancestry(thread),
             "origin": provenance.fork_origin(thread),
             "forks": read_side.forks_of(thread),
             "limits": LIMITS,
+            "may_start": access.can(request.user, Action.START, thread),
         },
     )
+
+
+def _require(request: HttpRequest, action: Action, obj: Thread | Checkpoint | Execution) -> None:
+    """403 for an action the user's role in a team they can see does not allow (what they cannot see is 404)."""
+    if not access.can(request.user, action, obj):
+        raise PermissionDenied(f"Your role in this team does not allow you to {action}.")
 
 
 @login_required
 @require_POST
 def start_execution(request: HttpRequest, pk: int) -> HttpResponse:
-    thread = get_object_or_404(Thread, pk=pk)
+    thread = get_visible_or_404(Thread.objects.all(), request.user, pk=pk)
+    _require(request, Action.START, thread)
     back = redirect("runs:thread", pk=thread.pk)
     form = NewExecutionForm(request.POST)
     if not form.is_valid():
@@ -122,7 +136,8 @@ def start_execution(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def fork_checkpoint(request: HttpRequest, pk: int) -> HttpResponse:
-    checkpoint = get_object_or_404(Checkpoint.objects.select_related("thread"), pk=pk)
+    checkpoint = get_visible_or_404(Checkpoint.objects.select_related("thread"), request.user, pk=pk)
+    _require(request, Action.FORK, checkpoint)
     back = redirect("runs:thread", pk=checkpoint.thread_id)
     form = ForkForm(request.POST)
     if not form.is_valid():
@@ -162,10 +177,11 @@ def _started(
 
 @login_required
 def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    execution = get_object_or_404(
+    execution = get_visible_or_404(
         Execution.objects.select_related(
             "thread__profile", "policy_version__policy", "cancelled_by", "parent_request__execution__thread"
         ),
+        request.user,
         pk=pk,
     )
     lanes = read_side.lanes_of(execution)
@@ -183,7 +199,8 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "origin": provenance.fork_origin(execution.thread) if execution.number == 1 else None,
             "failure": failures.failure_of(failed_run) if failed_run else None,
             # Cancelling a waiting execution refuses what it waits on: an approver's decision.
-            "may_cancel": execution.status != ExecutionStatus.WAITING or can_decide(request.user),
+            "may_cancel": access.can(request.user, Action.CANCEL, execution)
+            and (execution.status != ExecutionStatus.WAITING or can_decide(request.user, execution)),
             "dropped_cancel_requests": execution.dropped_cancel_requests.select_related("requested_by", "run"),
             "waiting_for_queue": queueing.waiting_for_queue(execution),
             # Host-managed children this execution's runs started, each on its own thread.
@@ -197,8 +214,9 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def cancel_execution(request: HttpRequest, pk: int) -> HttpResponse:
-    """Cancel an active execution; a waiting one needs runs.decide_deferred (PermissionDenied: 403)."""
-    execution = get_object_or_404(Execution, pk=pk)
+    """Cancel an active execution (an operator's); a waiting one needs an approver (else 403)."""
+    execution = get_visible_or_404(Execution.objects.all(), request.user, pk=pk)
+    _require(request, Action.CANCEL, execution)
     waiting = execution.status == ExecutionStatus.WAITING
     if cancellation.cancel_execution(execution, user=request.user):
         messages.success(
@@ -213,7 +231,9 @@ def cancel_execution(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("execution__thread", "previous_run", "policy_version"), pk=pk)
+    run = get_visible_or_404(
+        Run.objects.select_related("execution__thread", "previous_run", "policy_version"), request.user, pk=pk
+    )
     events = Paginator(read_side.run_events(run), RUN_EVENTS_PER_PAGE).get_page(request.GET.get("page"))
     return render(
         request,
@@ -234,6 +254,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def event_detail(request: HttpRequest, execution_pk: int, position: int) -> HttpResponse:
+    get_visible_or_404(Execution.objects.all(), request.user, pk=execution_pk)
     try:
         event = read_side.timeline_event(execution_pk, position)
     except TimelineEvent.DoesNotExist:

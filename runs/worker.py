@@ -12,15 +12,22 @@ the nav badge see the worker again. The heartbeat comes at least every `dequeue_
 idle (`worker_ttl - 15`; `--worker-ttl 20` in deploy/supervisord.conf makes that 5 s) and every
 `job_monitoring_interval` while a job runs.
 
+Payloads: jobs are JSON and only the Host's own (runs/services/store/queued_jobs.py), whatever the command line says.
+
 Selected with `RQ = {"WORKER_CLASS": "runs.worker.HostWorker"}` in the settings.
 """
+
+from typing import Any
 
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 from rq import Worker, worker_registration
+from rq.job import Job
+from rq.job_lifecycle import call_exception_handlers
 
 import runs.jobs  # noqa: F401 - preloaded for every forked work-horse
 from runs.services.store import toolbox
+from runs.services.store.queued_jobs import SERIALIZER, HostJob, RefusedJob
 
 RETRY_FOREVER = -1
 BACKOFF_BASE_SECONDS = 0.25
@@ -36,6 +43,9 @@ class HostWorker(Worker):
     def __init__(self, *args, **kwargs) -> None:
         toolbox.tool_names()
         kwargs.setdefault("job_monitoring_interval", JOB_MONITORING_INTERVAL_SECONDS)
+        # Whatever the command line says (`rqworker` defaults to pickle): only JSON Host jobs are ever decoded.
+        kwargs["serializer"] = SERIALIZER
+        kwargs["job_class"] = HostJob
         super().__init__(*args, **kwargs)
         self.connection.set_retry(_retry(RETRY_FOREVER))
 
@@ -52,6 +62,14 @@ class HostWorker(Worker):
             worker_registration.register(self, pipeline)
             pipeline.expire(self.key, self.worker_ttl + 60)
             pipeline.execute()
+
+    def handle_exception(self, job: Job, *exc_info: Any) -> None:
+        if isinstance(exc_info[1], RefusedJob):
+            # Nothing of the job ran: one line says what was refused, without a traceback of RQ's own code.
+            self.log.error("Worker %s: %s; refused, nothing ran", self.name, exc_info[1])
+            call_exception_handlers(self._exc_handlers, job, *exc_info)
+            return
+        super().handle_exception(job, *exc_info)
 
     def teardown(self) -> None:
         self.connection.set_retry(_retry(RETRIES_WHEN_STOPPING))

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from django.db.models.signals import post_save
 from hypothesis.configuration import set_hypothesis_home_dir
 
 from harness_site.settings import HARNESS_VAR_DIR, channel_layer_config
@@ -105,6 +106,22 @@ def stack(django_db_setup, django_db_blocker, redis_server) -> Iterator[Stack]:
 def live_stack(stack, transactional_db, redis_settings) -> Stack:
     """The stack, with this process's Channels/RQ settings pointed at the same redis and committed DB rows."""
     return stack
+
+
+@pytest.fixture(autouse=True)
+def default_membership(django_user_model) -> Iterator[None]:
+    """Every user a test creates joins the team `default` as an operator (see `factories.join_default_team`)."""
+    from tests.factories import join_default_team
+
+    post_save.connect(join_default_team, sender=django_user_model, dispatch_uid="tests-default-membership")
+    yield
+    post_save.disconnect(sender=django_user_model, dispatch_uid="tests-default-membership")
+
+
+@pytest.fixture
+def without_default_membership(default_membership, django_user_model) -> None:
+    """Users created in this test have only the memberships the test gives them."""
+    post_save.disconnect(sender=django_user_model, dispatch_uid="tests-default-membership")
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@
   (`make_thread`, `make_execution`, `make_run`, `append_events`, `suspended_execution`). Timeline events are
   built with ag-ui-protocol's classes and stored in the standard encoding (by alias, without None), as the
   projection stores them.
-- Users and credentials (`create_decider`, `token_for`).
+- Users, team memberships and credentials (`join_default_team`, `member`, `create_decider`, `token_for`).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from runs.harness import (
 from runs.harness._events import lifecycle_event, run_started_event
 from runs.harness.demo import demo_tools
 from runs.models import (
+    DEFAULT_TEAM,
     AgentProfile,
     CheckpointKind,
     DeferredKind,
@@ -58,8 +59,11 @@ from runs.models import (
     HostPolicy,
     HostPolicyVersion,
     JournalEntry,
+    Membership,
     Run,
     RunStatus,
+    Team,
+    TeamRole,
     Thread,
     TimelineEvent,
 )
@@ -391,8 +395,27 @@ def suspended_execution(
 # --- Users and credentials ---------------------------------------------------------------------------------
 
 
+def join_default_team(sender: Any, instance: Any, created: bool, raw: bool = False, **kwargs: Any) -> None:
+    """A `post_save` receiver of the user model (tests/conftest.py connects it for every test): a new user joins
+    the team `default` as an operator, the rights every user had before teams, so tests about something else need
+    no membership. Tests of team access disconnect it (`tests.conftest.without_default_membership`)."""
+    if created and not raw:
+        Membership.objects.get_or_create(
+            user=instance, team=Team.objects.get_or_create(name=DEFAULT_TEAM)[0], defaults={"role": TeamRole.OPERATOR}
+        )
+
+
+def member(user_model, username: str, team: Team, role: TeamRole | None, *, password: str = "pw-member-1"):
+    """A user whose only membership is `role` in `team` (none if `role` is None)."""
+    user = user_model.objects.create_user(username, password=password)
+    Membership.objects.filter(user=user).delete()
+    if role is not None:
+        Membership.objects.create(user=user, team=team, role=role)
+    return user
+
+
 def create_decider(user_model, username: str, password: str):
-    """A user with the permission to answer deferred requests."""
+    """A user with the permission to answer deferred requests (an approver in each of their teams)."""
     user = user_model.objects.create_user(username, password=password)
     user.user_permissions.add(*Permission.objects.filter(codename="decide_deferred"))
     return user

@@ -28,15 +28,17 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 
 
 class HttpSession:
-    def __init__(self, base_url: str, *, timeout: float = 30) -> None:
+    def __init__(self, base_url: str, *, timeout: float = 30, headers: dict[str, str] | None = None) -> None:
         self.base_url = base_url
         self.timeout = timeout
+        # Sent with every request, e.g. the X-Forwarded-For a proxy in front would add.
+        self.headers = headers or {}
         self.cookies = http.cookiejar.CookieJar()
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.cookies), _NoRedirects())
 
     def _send(self, path: str, data: dict[str, object] | None = None) -> HttpReply:
         body = None if data is None else urllib.parse.urlencode({k: str(v) for k, v in data.items()}).encode()
-        headers = {"Referer": self.base_url + path}
+        headers = {**self.headers, "Referer": self.base_url + path}
         request = urllib.request.Request(self.base_url + path, data=body, headers=headers)
         try:
             with self.opener.open(request, timeout=self.timeout) as response:

@@ -34,7 +34,7 @@ PROBES = [
     ("runs/services/contract_probe.py", "import runs.views", "Layers:"),
     ("observers/agui/_contract_probe.py", "import runs.services", "Layers:"),
     ("runs/services/contract_probe.py", "import observers.consumers", "One-way between the apps"),
-    ("runs/services/contract_probe.py", "import observers.execution_feeds", "One-way between the apps"),
+    ("runs/services/timeline/contract_probe.py", "import agui_api.streams", "Layers:"),
     ("runs/services/store/contract_probe.py", "import runs.services.timeline", "Services in layers"),
     ("runs/services/timeline/contract_probe.py", "import runs.services.lifecycle", "Services in layers"),
     ("runs/services/reports/contract_probe.py", "from runs.services.lifecycle import approvals", "Services in layers"),

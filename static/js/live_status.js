@@ -18,7 +18,8 @@ function applyThreadStatus(message) {
   if (document.querySelector("[data-live-threads]") && threadBadges.length === 0) announceNewActivity();
   const executions = document.querySelector("[data-live-executions]");
   const ours = executions && Number(executions.dataset.liveExecutions) === message.thread;
-  if (ours && message.execution && executionBadges.length === 0) {
+  // Only the first page lists the newest executions: on a later page an unlisted one is not news.
+  if (ours && message.execution && executionBadges.length === 0 && executions.dataset.newestShown !== undefined) {
     announceNewActivity();
   }
 }

@@ -144,6 +144,8 @@ def test_the_default_settings_pass_the_check():
         ("HARNESS_RECOVERY_BACKOFF_SECONDS", -1),
         ("HARNESS_HEALTH_QUEUE_LIMIT", True),
         ("HARNESS_BEHIND_TLS_PROXY", "no"),
+        ("HARNESS_TRUSTED_PROXIES", ["10.0.1.5", "proxy.internal"]),
+        ("HARNESS_TRUSTED_PROXIES", []),
         ("HARNESS_WORKERS", 0),
     ],
 )

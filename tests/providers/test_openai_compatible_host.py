@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness_site.settings import channel_layer_config
 from runs.models import (
     AgentProfile,
     DeferredRequest,
@@ -16,15 +17,17 @@ from runs.models import (
     Verdict,
 )
 from runs.services.lifecycle import Answer, executions, submit_decisions
+from runs.services.store.providers import NO_KEY
 from tests import factories
 from tests.providers.openai_compatible import ANSWER_CHUNKS, USAGE, OpenAICompatibleServer, ProviderScript
-from tests.services import free_port, wait_until
+from tests.services import RedisServer, RQWorker, free_port, running, service_env, wait_until
+
+ENV_KEY = "sk-the-worker-s-own-openai-key"
+PROFILE_KEY = "sk-the-local-llm-profile-key"
 
 
-def provider_thread(base_url: str, model: str = "openai-chat:tiny-llm") -> Thread:
-    profile = AgentProfile.objects.create(
-        name="local-llm", model=model, base_url=base_url, enabled_tools=["lookup_record"]
-    )
+def provider_thread(base_url: str, model: str = "openai-chat:tiny-llm", name: str = "local-llm") -> Thread:
+    profile = AgentProfile.objects.create(name=name, model=model, base_url=base_url, enabled_tools=["lookup_record"])
     return executions.create_thread(profile, title="On a real provider client")
 
 
@@ -127,3 +130,32 @@ def test_a_provider_without_its_key_fails_before_any_request(live_stack):
     wait_for_status(execution, ExecutionStatus.FAILED, ExecutionStatus.COMPLETED)
     assert execution.failure_code == "model_provider_not_ready"
     assert "OPENAI_API_KEY" in execution.failure_message
+
+
+@pytest.fixture
+def worker_with_keys(settings, transactional_db):
+    """A worker whose environment holds the provider's key and one profile's key, on a Redis of its own so that
+    only it takes this test's jobs."""
+    server = RedisServer().start()
+    settings.REDIS_URL = server.url
+    settings.CHANNEL_LAYERS = {"default": channel_layer_config(server.url)}
+    settings.RQ_QUEUES = {"default": {"URL": server.url, "DEFAULT_TIMEOUT": 600}}
+    env = service_env(redis_url=server.url, database_name=settings.DATABASES["default"]["NAME"])
+    env |= {"OPENAI_API_KEY": ENV_KEY, "HARNESS_PROFILE_LOCAL_LLM_API_KEY": PROFILE_KEY}
+    try:
+        with running(RQWorker(env)):
+            yield
+    finally:
+        server.stop()
+
+
+def test_a_profile_s_base_url_gets_the_profile_s_key_or_none_never_the_provider_s(worker_with_keys):
+    with OpenAICompatibleServer() as server:
+        keyed = executions.start_execution(provider_thread(server.base_url), "look up REC-42")
+        wait_for_status(keyed, ExecutionStatus.COMPLETED, ExecutionStatus.FAILED)
+        keyless = executions.start_execution(provider_thread(server.base_url, name="other-llm"), "look up REC-42")
+        wait_for_status(keyless, ExecutionStatus.COMPLETED, ExecutionStatus.FAILED)
+    assert (keyed.status, keyless.status) == (ExecutionStatus.COMPLETED, ExecutionStatus.COMPLETED)
+    # Two requests per run (the tool call, then the answer): the first run's with its profile's key, the
+    # second's with none of the worker's keys.
+    assert server.script.authorizations == [f"Bearer {PROFILE_KEY}"] * 2 + [f"Bearer {NO_KEY}"] * 2

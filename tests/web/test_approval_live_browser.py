@@ -12,8 +12,10 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from runs.approval_views import INBOX_PAGE_SIZE
 from runs.models import DeferredRequest, Execution, ExecutionStatus, Thread, Verdict
 from runs.services.lifecycle import Answer, cancellation, executions, expire_overdue_requests, submit_decisions
+from runs.services.timeline.publishing import publish_approvals_changed
 from tests import factories
 from tests.conftest import log_in
 from tests.factories import create_decider
@@ -166,6 +168,29 @@ def test_the_inbox_and_the_badge_on_every_page_follow_the_open_requests_live(
     expect(execution_page.locator(".approval-set")).to_have_count(0)
     expect(execution_page.locator(".approval-closed")).to_contain_text("Cancelled by op")
     expect(execution_page.locator(".item-decision .item-label")).to_have_text("cancelled by op")
+
+
+def test_a_later_page_of_the_inbox_follows_the_open_requests_live(operator_page, live_stack, operator_user):
+    # Two requests a set: one page full, and the last set on page 2.
+    sets = [factories.suspended_execution(title=f"set {n}") for n in range(INBOX_PAGE_SIZE // 2 + 1)]
+    operator_page.goto(f"{live_stack.base_url}/approvals/?page=2")
+    expect(operator_page.locator("html")).to_have_attribute("data-approvals-socket", "live", timeout=LIVE_MS)
+    rows = operator_page.locator("#approvals-inbox tr[data-request]")
+    expect(rows).to_have_count(2)
+    expect(operator_page.locator("#approvals-inbox .pagination")).to_contain_text("page 2 of 2")
+
+    newer = factories.suspended_execution(title="newer")
+    publish_approvals_changed()
+    expect(rows).to_have_count(4, timeout=LIVE_MS)
+    newer_links = operator_page.locator(f"#approvals-inbox a[href='/executions/{newer.execution.pk}/']")
+    expect(newer_links).to_have_count(2)
+
+    # The oldest set, on page 1, closes: page 2 moves up by two and keeps only the newest set.
+    cancellation.cancel_execution(sets[0].execution, user=operator_user)
+    expect(rows).to_have_count(2, timeout=LIVE_MS)
+    expect(newer_links).to_have_count(2)
+    expect(operator_page.locator("#approvals-inbox .pagination")).to_contain_text("page 2 of 2")
+    expect(operator_page.locator("[data-approvals-count]")).to_have_text(str(len(sets) * 2))
 
 
 def answer_with_a_denial(execution: Execution, user) -> None:

@@ -12,6 +12,7 @@ from django.test import Client
 from django.urls import reverse
 from pydantic_ai import ToolCallPart
 
+from runs import approval_views
 from runs.models import Decision, DecisionSubmission, DeferredStatus, ExecutionStatus, HostPolicy
 from runs.services.lifecycle import MAX_VALUE_BYTES
 from runs.services.store import publish_policy_version
@@ -230,10 +231,11 @@ def test_external_results_must_be_json(client, operator):
     assert Decision.objects.get().result == {"hits": [1, 2]}
 
 
-def test_inbox_lists_waiting_requests_oldest_first_with_expiry(client, viewer):
+def test_inbox_lists_waiting_requests_oldest_first_with_expiry(client, operator):
     older = suspended_execution(title="older", expires_in=timedelta(minutes=5))
     newer = suspended_execution(title="newer")
-    client.force_login(viewer)
+    # The inbox lists what its user may decide (a user who may not sees none: tests/web/test_team_access.py).
+    client.force_login(operator)
 
     page = client.get(reverse("runs:approvals")).content.decode()
 
@@ -241,7 +243,24 @@ def test_inbox_lists_waiting_requests_oldest_first_with_expiry(client, viewer):
     assert page.count('data-expires="') == 2  # the two requests of the older set
     assert reverse("runs:execution", args=[older.execution.pk]) in page
     assert reverse("runs:execution", args=[newer.execution.pk]) in page
-    assert ">View<" in page
+    assert ">Decide<" in page
+
+
+def test_the_inbox_and_its_rows_fragment_show_one_page_of_requests_oldest_first(client, viewer, monkeypatch):
+    monkeypatch.setattr(approval_views, "INBOX_PAGE_SIZE", 3)
+    oldest, middle, newest = (suspended_execution(title=title) for title in ("oldest", "middle", "newest"))
+    client.force_login(viewer)
+
+    first = client.get(reverse("runs:approvals")).content.decode()
+    second = client.get(reverse("runs:approval_rows"), {"page": 2}).content.decode()
+
+    assert first.count("<tr data-request=") == 3 and second.count("<tr data-request=") == 3
+    assert "page 1 of 2" in first and 'href="?page=2"' in first
+    assert 'data-inbox-page="2" data-page-size="3" data-page-count="2"' in second and 'href="?page=1"' in second
+    oldest_url, newest_url = (reverse("runs:execution", args=[s.execution.pk]) for s in (oldest, newest))
+    assert oldest_url in first and oldest_url not in second
+    assert newest_url in second and newest_url not in first
+    assert reverse("runs:execution", args=[middle.execution.pk]) in first + second
 
 
 def test_inbox_leaves_out_answered_and_superseded_sets(client, operator, suspended):

@@ -9,10 +9,12 @@ import io
 import json
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.urls import reverse
 from pydantic_ai import ToolCallPart
 
+from runs import approval_views
 from runs.models import Decision
 from runs.services.lifecycle import Answer, args_digest, cancellation, submit_decisions
 from runs.services.lifecycle.approvals import canonical_json
@@ -24,6 +26,22 @@ from tests.factories import suspended_execution
 pytestmark = pytest.mark.django_db
 
 EXPORT = reverse("runs:approval_audit_export")
+
+
+def export_chunks(client, **filters) -> list[bytes]:
+    response = client.get(EXPORT, filters)
+    assert response.status_code == 200 and response.streaming
+    assert response["Content-Type"].startswith("text/csv") and "attachment" in response["Content-Disposition"]
+
+    async def served() -> list[bytes]:
+        # As daphne serves it: each piece is sent as the response's iterator yields it.
+        return [chunk async for chunk in response.streaming_content]
+
+    return async_to_sync(served)()
+
+
+def exported(client, **filters) -> str:
+    return b"".join(export_chunks(client, **filters)).decode()
 
 
 @pytest.fixture(autouse=True)
@@ -74,13 +92,11 @@ def test_the_csv_export_has_the_filters_and_the_masking_of_the_page(client, oper
     cancellation.cancel_execution(other.execution, user=operator_user)
     client.force_login(operator_user)
 
-    everything = list(csv.DictReader(io.StringIO(client.get(EXPORT).content.decode())))
-    response = client.get(EXPORT, {"thread": waiting.execution.thread.pk})
-    by_thread = list(csv.DictReader(io.StringIO(response.content.decode())))
+    everything = list(csv.DictReader(io.StringIO(exported(client))))
+    by_thread = list(csv.DictReader(io.StringIO(exported(client, thread=waiting.execution.thread.pk))))
     nobody = django_user_model.objects.create_user("nobody")
-    by_user = client.get(EXPORT, {"user": nobody.pk}).content.decode()
+    by_user = exported(client, user=nobody.pk)
 
-    assert response["Content-Type"].startswith("text/csv") and "attachment" in response["Content-Disposition"]
     assert len(everything) == 4 and {row["verdict"] for row in everything} == {"approved", "denied", "cancelled"}
     assert {row["tool_call_id"] for row in by_thread} == {"call-pay", "call-del"}
     assert by_user.splitlines() == [",".join(CSV_COLUMNS)]
@@ -89,7 +105,20 @@ def test_the_csv_export_has_the_filters_and_the_masking_of_the_page(client, oper
     assert (paid["edited"], paid["resume_run"], paid["suspended_run"]) == ("yes", "2", "1")
     denied = next(row for row in by_thread if row["tool_call_id"] == "call-del")
     assert denied["message"] == f"'=HYPERLINK(1) to: {REDACTED}", "masked, and never a formula"
-    assert "acme-secret" not in client.get(EXPORT).content.decode()
+    assert "acme-secret" not in exported(client)
+
+
+def test_the_export_streams_its_rows_a_batch_at_a_time(client, operator_user, decided, monkeypatch):
+    monkeypatch.setattr(approval_views, "EXPORT_BATCH_ROWS", 2)
+    other = suspended_execution(title="other thread")
+    cancellation.cancel_execution(other.execution, user=operator_user)
+    client.force_login(operator_user)
+
+    chunks = export_chunks(client)
+
+    # The header and four decisions, two lines a batch: never the whole export in one piece.
+    assert [chunk.count(b"\r\n") for chunk in chunks] == [2, 2, 1]
+    assert b"".join(chunks).decode().startswith(",".join(CSV_COLUMNS))
 
 
 def test_the_export_needs_a_login_and_refuses_bad_filters(client, operator_user):
@@ -120,7 +149,7 @@ def test_the_digest_shown_is_keyed_so_it_cannot_confirm_a_guess_of_masked_argume
     client.force_login(operator_user)
 
     page = client.get(reverse("runs:approval_audit")).content.decode()
-    exported = list(csv.DictReader(io.StringIO(client.get(EXPORT).content.decode())))
+    rows = list(csv.DictReader(io.StringIO(exported(client))))
     admin_pages = (
         admin_client.get(reverse("admin:runs_decision_changelist")).content.decode()
         + admin_client.get(reverse("admin:runs_decision_change", args=[pay.pk])).content.decode()
@@ -128,8 +157,8 @@ def test_the_digest_shown_is_keyed_so_it_cannot_confirm_a_guess_of_masked_argume
 
     assert pay.args_digest == args_digest({"to": "acme-secret", "amount": 50}) != unkeyed
     assert pay.args_digest[:16] in page and pay.args_digest in admin_pages
-    assert next(row["args_digest"] for row in exported if row["tool_call_id"] == "call-pay") == pay.args_digest
-    for shown in (page, admin_pages, client.get(EXPORT).content.decode()):
+    assert next(row["args_digest"] for row in rows if row["tool_call_id"] == "call-pay") == pay.args_digest
+    for shown in (page, admin_pages, exported(client)):
         assert unkeyed[:16] not in shown
 
 

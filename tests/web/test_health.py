@@ -1,12 +1,14 @@
 """The health endpoint and the worker badge tell operators whether runs can execute at all."""
 
 import json
+import logging
 import urllib.error
 import urllib.request
 from datetime import timedelta
 
 import pytest
 import redis
+from django.db import OperationalError, connection
 from django.utils import timezone
 from rq import Queue
 
@@ -133,3 +135,27 @@ def test_health_tells_the_truth_through_a_redis_restart(settings):
         assert (body["workers"]["count"], body["sweeper"]["status"], body["queue"]["status"]) == (1, "ok", "ok")
     finally:
         stack.stop()
+
+
+@pytest.mark.django_db
+def test_a_failing_part_says_a_fixed_reason_and_the_details_go_only_to_the_log(client, settings, monkeypatch, caplog):
+    leak = (
+        'connection to server at "db.internal" (10.0.0.5), port 5432 failed: '
+        'password authentication failed for user "harness"'
+    )
+
+    def refused(*args, **kwargs):
+        raise OperationalError(leak)
+
+    redis_port = free_port()
+    settings.RQ_QUEUES = {"default": {"URL": f"redis://harness:s3cret@127.0.0.1:{redis_port}/0"}}
+    monkeypatch.setattr(connection, "cursor", refused)
+    with caplog.at_level(logging.WARNING, logger="harness_site.health"):
+        response = client.get("/health/")
+    body = response.json()
+    assert response.status_code == 503
+    assert body["database"] == {"status": "down", "reason": "unreachable"}
+    assert body["redis"] == {"status": "down", "reason": "unreachable"}
+    for detail in ("db.internal", "10.0.0.5", "5432", "harness", "127.0.0.1", str(redis_port), "s3cret"):
+        assert detail not in response.content.decode()
+    assert leak in caplog.text and str(redis_port) in caplog.text

@@ -9,6 +9,7 @@ import pytest
 from ag_ui.core import ToolCallResultEvent
 from django.views.defaults import server_error
 
+from runs import views
 from runs.demo_profile import ensure_demo_profile
 from runs.models import Checkpoint, Execution, Thread
 from runs.services.lifecycle import executions, forks
@@ -136,6 +137,23 @@ def test_thread_page_shows_executions_checkpoints_and_fork_lineage(client_in):
     body = client_in.get(f"/threads/{source.pk}/").content.decode()
     assert "first question" in body and "My fork" in body
     assert f'data-checkpoint="{checkpoint.pk}"' in body
+
+
+def test_a_thread_s_executions_come_a_page_at_a_time_newest_first(client_in, monkeypatch):
+    monkeypatch.setattr(views, "EXECUTIONS_PER_PAGE", 2)
+    thread = factories.make_thread("Busy")
+    for n in range(5):
+        factories.make_execution(thread, status="completed", input=f"question {n}")
+
+    first = client_in.get(f"/threads/{thread.pk}/")
+    last = client_in.get(f"/threads/{thread.pk}/", {"executions": 3})
+
+    assert [execution.number for execution in first.context["executions"]] == [5, 4]
+    assert [execution.number for execution in last.context["executions"]] == [1]
+    body = first.content.decode()
+    assert "page 1 of 3" in body and 'href="?executions=2"' in body and "question 2" not in body
+    # Only the first page lists the newest executions, so only there is an unlisted one news.
+    assert "data-newest-shown" in body and "data-newest-shown" not in last.content.decode()
 
 
 def test_fork_needs_post_and_csrf(client, operator_user):

@@ -60,7 +60,8 @@ def test_the_banner_and_the_notice_show_while_redis_is_down_and_the_page_goes_li
 def start_thread(page, base_url: str, title: str, text: str) -> None:
     """The threads page's "New thread" form, as an operator fills it in."""
     page.goto(f"{base_url}/")
-    page.locator("details.new-thread summary").click()
+    # The form opens by itself on an empty threads page; a click on its summary would close it again.
+    page.locator("details.new-thread").evaluate("details => { details.open = true; }")
     form = page.locator("details.new-thread form")
     form.locator("input[name=title]").fill(title)
     form.locator("textarea[name=input]").fill(text)

@@ -13,10 +13,9 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 
-from observers.execution_feeds import feed_for
 from observers.routing import websocket_urlpatterns
 from runs.models import Execution
-from runs.services.timeline import execution_group, read_side
+from runs.services.timeline import execution_group, feed_for, read_side
 from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)

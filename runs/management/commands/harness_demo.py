@@ -12,6 +12,7 @@ import time
 from django.core.management.base import BaseCommand
 
 from runs.demo_profile import ensure_demo_profile
+from runs.demo_team import DEMO_TEAM, VIEWER_PASSWORD, VIEWER_USERNAME, ensure_demo_team
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionTrigger
 from runs.services.lifecycle import executions
 from runs.services.store import queueing
@@ -60,6 +61,12 @@ class Command(BaseCommand):
                 thread = executions.create_thread(profile, title=title)
                 started.append(executions.start_execution(thread, prompt, trigger=ExecutionTrigger.DEMO))
                 self.stdout.write(f"queued: {title}")
+            # One execution in a second team, which the user `viewer` sees alone (and `operator` sees as well).
+            research = executions.create_thread(ensure_demo_team(), title="Research team: summary")
+            started.append(executions.start_execution(research, PROMPTS[0][1], trigger=ExecutionTrigger.DEMO))
+            self.stdout.write(
+                f"queued: {research.title} (team {DEMO_TEAM}; log in as {VIEWER_USERNAME}/{VIEWER_PASSWORD})"
+            )
         if dispatch.queue_unreachable:
             self.stderr.write(queueing.UNREACHABLE_NOTICE)
 

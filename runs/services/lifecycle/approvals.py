@@ -44,7 +44,7 @@ from runs.models import (
     Verdict,
 )
 from runs.services.lifecycle.executions import resume_execution
-from runs.services.store import toolbox
+from runs.services.store import access, toolbox
 from runs.services.store.journal import decoded
 from runs.services.timeline import decision_items
 from runs.services.timeline.publishing import publish_approvals_changed
@@ -52,7 +52,6 @@ from runs.services.timeline.redaction import redactor_for, restore_redacted
 
 log = logging.getLogger(__name__)
 
-DECIDE_PERMISSION: Final = "runs.decide_deferred"
 MAX_VALUE_BYTES: Final = 64 * 1024
 """Largest JSON of one edited argument set, external result or answer (the engine's metadata bound)."""
 MAX_MESSAGE_CHARS: Final = 4000
@@ -128,8 +127,9 @@ def tool_parameters_schema(tool_name: str) -> dict[str, Any] | None:
     return tool.tool_def.parameters_json_schema if tool is not None else None
 
 
-def can_decide(user: AbstractBaseUser | AnonymousUser) -> bool:
-    return bool(user.is_authenticated and user.has_perm(DECIDE_PERMISSION))
+def can_decide(user: AbstractBaseUser | AnonymousUser, execution: Execution) -> bool:
+    """Whether `user` may answer the requests of `execution`: an approver of its thread's team."""
+    return access.can(user, access.Action.DECIDE, execution)
 
 
 def pending_requests(execution: Execution) -> list[DeferredRequest]:
@@ -164,10 +164,6 @@ def open_requests() -> QuerySet[DeferredRequest]:
     )
 
 
-def open_request_ids() -> list[int]:
-    return list(open_requests().values_list("pk", flat=True))
-
-
 def submit_decisions(
     execution: Execution,
     *,
@@ -178,8 +174,8 @@ def submit_decisions(
 ) -> DecisionSubmission:
     """Record the operator part of a set, complete, and start the resuming Run once no Host-managed child's
     request is left open; `SubmissionRejected` changes nothing."""
-    if not can_decide(user):
-        raise PermissionDenied("Answering deferred requests needs the runs.decide_deferred permission.")
+    if not can_decide(user, execution):
+        raise PermissionDenied("Answering deferred requests needs the approver role in the thread's team.")
     if not key or len(key) > 100:
         raise SubmissionRejected("The form has no valid submission key; reload the page.", code="key_missing")
     try:

@@ -37,7 +37,7 @@ def cancel_execution(execution: Execution, *, user: AbstractBaseUser | Anonymous
     """Cancel, or ask to cancel, an active execution; False when it had already ended.
 
     `user` is the person asking (None: the host itself, e.g. a command). `PermissionDenied` for a waiting
-    execution and a user without `runs.decide_deferred`, before anything changes.
+    execution and a user who is not an approver in its team, before anything changes.
     """
     cancelled_by = user if user is not None and user.is_authenticated else None
     with transaction.atomic():
@@ -46,8 +46,8 @@ def cancel_execution(execution: Execution, *, user: AbstractBaseUser | Anonymous
         if not locked.is_active:
             return False
         waiting = locked.status == ExecutionStatus.WAITING
-        if waiting and user is not None and not can_decide(user):
-            raise PermissionDenied("Cancelling a waiting execution needs the runs.decide_deferred permission.")
+        if waiting and user is not None and not can_decide(user, execution):
+            raise PermissionDenied("Cancelling a waiting execution needs the approver role in the thread's team.")
         now = timezone.now()
         changes = {"cancel_requested": True, "cancelled_by": cancelled_by, "cancelled_at": now}
         if waiting:

@@ -62,7 +62,9 @@ def start_children(parent: Execution, requests: Sequence[DeferredRequest], defer
         profile = parent.thread.profile
         problem = ""
         if child.profile is not None:
-            named = AgentProfile.objects.filter(name=child.profile).first()
+            # Only a profile of the parent's team: a child stays in that team, and another team's profile is as
+            # unknown to it as to the parent's users.
+            named = AgentProfile.objects.filter(name=child.profile, team_id=parent.thread.team_id).first()
             problem = "" if named is not None else f"There is no agent profile named {child.profile!r}."
             profile = named or profile
         if depth + 1 > MAX_CHILD_DEPTH:
@@ -72,7 +74,7 @@ def start_children(parent: Execution, requests: Sequence[DeferredRequest], defer
             continue
         title = f"Child of {parent.thread}: {child.prompt}"[:200]
         start_execution(
-            create_thread(profile, title=title),
+            create_thread(profile, title=title, team=parent.thread.team),
             child.prompt,
             user=parent.created_by,
             trigger=ExecutionTrigger.CHILD,

@@ -11,6 +11,7 @@ from django.db.models import Max
 from runs.harness import DeferredToolResume, HarnessState, encode_resume, new_thread_id
 from runs.models import (
     ACTIVE_EXECUTION_STATUSES,
+    DEFAULT_TEAM,
     AgentProfile,
     Checkpoint,
     CheckpointKind,
@@ -22,6 +23,7 @@ from runs.models import (
     HostPolicyVersion,
     Run,
     RunReason,
+    Team,
     Thread,
 )
 
@@ -42,32 +44,44 @@ __all__ = (
     "start_execution",
 )
 
-DEFAULT_POLICY = "default"
-
 
 class ExecutionBusy(RuntimeError):
     """The thread already has an active execution (queued, running, waiting or recovering)."""
 
 
-def current_policy_version() -> HostPolicyVersion:
-    """The default policy's current version, created with safe defaults on first use."""
-    policy, _ = HostPolicy.objects.get_or_create(name=DEFAULT_POLICY)
+def current_policy_version(team: Team | int | None = None) -> HostPolicyVersion:
+    """The current version of `team`'s policy (of the team `default` if None), created with safe defaults on
+    first use: a team's policy governs every execution on its profiles."""
+    if team is None:
+        team = Team.objects.get_or_create(name=DEFAULT_TEAM)[0]
+    elif isinstance(team, int):
+        team = Team.objects.get(pk=team)
+    policy = HostPolicy.objects.filter(team=team).first()
+    if policy is None:
+        policy, _ = HostPolicy.objects.get_or_create(team=team, defaults={"name": team.name})
     if policy.current_version is None:
         return publish_policy_version(policy, created_by=None, comment="initial defaults")
     return policy.current_version
 
 
-def masked_title(title: str) -> str:
-    """A thread title as it is stored and shown: masked by the current policy version. Titles are often the start
-    of a prompt (AG-UI, `harness_run`) or a child's task, and every page and the search show them as stored."""
-    return redactor_for(current_policy_version()).text(title)
+def masked_title(title: str, team: Team | int) -> str:
+    """A thread title as it is stored and shown: masked by the current version of its team's policy. Titles are
+    often the start of a prompt (AG-UI, `harness_run`) or a child's task, and every page and the search show them
+    as stored."""
+    return redactor_for(current_policy_version(team)).text(title)
 
 
-def create_thread(profile: AgentProfile, *, title: str = "", thread_id: str | None = None) -> Thread:
-    """A new Thread whose selected checkpoint is an empty initial state."""
+def create_thread(
+    profile: AgentProfile, *, title: str = "", thread_id: str | None = None, team: Team | None = None
+) -> Thread:
+    """A new Thread whose selected checkpoint is an empty initial state, in `team` (default: the profile's)."""
+    team_pk = team.pk if team is not None else profile.team_id
     with transaction.atomic():
         thread = Thread.objects.create(
-            thread_id=thread_id or new_thread_id(), title=masked_title(title), profile=profile
+            thread_id=thread_id or new_thread_id(),
+            title=masked_title(title, team_pk),
+            profile=profile,
+            team_id=team_pk,
         )
         initial = checkpoints.create(thread, HarnessState.new(thread_id=thread.thread_id), kind=CheckpointKind.INITIAL)
         thread.selected_checkpoint = initial
@@ -119,7 +133,7 @@ def start_execution(
         with transaction.atomic():
             thread = Thread.objects.select_for_update().get(pk=thread.pk)
             number = (thread.executions.aggregate(last=Max("number"))["last"] or 0) + 1
-            version = current_policy_version()
+            version = current_policy_version(thread.profile.team_id)
             execution = Execution.objects.create(
                 thread=thread,
                 number=number,

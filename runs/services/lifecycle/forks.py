@@ -26,8 +26,10 @@ def fork_thread(checkpoint: Checkpoint, *, title: str = "", user: Any = None) ->
     with transaction.atomic():
         thread = Thread.objects.create(
             thread_id=state.thread_id,
-            title=masked_title(title) if title else f"Fork of {source}",
+            title=masked_title(title, source.team_id) if title else f"Fork of {source}",
             profile=source.profile,
+            # A fork stays in its source's team, whatever team the profile moved to since.
+            team_id=source.team_id,
             forked_from=checkpoint,
         )
         forked = checkpoints.create(

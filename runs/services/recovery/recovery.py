@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import django_rq
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef
@@ -104,7 +103,7 @@ def sweep(*, now: datetime | None = None) -> SweepReport:
             outcome = continue_execution(execution, now=now)
             report.recovered += outcome == "recovered"
             report.failed += outcome == "failed"
-    queue = django_rq.get_queue("default")
+    queue = queueing.host_queue()
     for run in Run.objects.filter(status=RunStatus.QUEUED).select_related("policy_version"):
         with _guard(report, execution_pk=run.execution_id, run_pk=run.pk, step="enqueue the queued run again"):
             report.requeued += requeue_if_lost(queue, run, now=now)

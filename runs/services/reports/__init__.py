@@ -2,7 +2,7 @@
 page's config, provenance, failures, the audit, rule checks and dry runs. Nothing here writes."""
 
 from . import failures, provenance, timeline_page
-from .audit import CSV_COLUMNS, AuditFilters, audit_rows, csv_text
+from .audit import CSV_COLUMNS, AuditFilters, audit_rows, csv_lines
 from .dry_run import dry_run
 from .rule_checks import effective_approvals, rule_problems
 
@@ -10,7 +10,7 @@ __all__ = (
     "CSV_COLUMNS",
     "AuditFilters",
     "audit_rows",
-    "csv_text",
+    "csv_lines",
     "dry_run",
     "effective_approvals",
     "failures",

@@ -8,28 +8,32 @@ redaction of its execution's policy version (`AuditRow`), on the page and in the
 from __future__ import annotations
 
 import csv
-import io
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
-from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Model, QuerySet
 from django.utils import timezone
 
 from runs.models import Decision, DeferredKind, DroppedCancelRequest, Execution, HostPolicyVersion, Run, Thread
 
+from ..store import access
 from ..timeline.redaction import redactor_for
 
-__all__ = ("CSV_COLUMNS", "AuditFilters", "AuditRow", "audit_rows", "csv_text")
+M = TypeVar("M", bound=Model)
+
+__all__ = ("CSV_COLUMNS", "AuditFilters", "AuditRow", "audit_rows", "csv_lines")
 
 
 @dataclass(frozen=True)
 class AuditFilters:
-    """Thread, user (who decided, cancelled or published) and an inclusive day range; None = any."""
+    """Thread, user (who decided, cancelled or published) and an inclusive day range; None = any. `viewer`: whose
+    teams the rows come from (None: every team's, for the Host itself)."""
 
+    viewer: AbstractBaseUser | AnonymousUser | None = None
     thread: Thread | None = None
     user: AbstractBaseUser | None = None
     date_from: date | None = None
@@ -52,7 +56,7 @@ class AuditFilters:
             decisions = decisions.filter(request__execution__thread=self.thread)
         if self.user is not None:
             decisions = decisions.filter(decided_by=self.user)
-        return decisions.filter(**self._between("decided_at"))
+        return self._visible(decisions.filter(**self._between("decided_at")))
 
     def cancellations(self) -> QuerySet[Execution]:
         cancelled = (
@@ -64,7 +68,7 @@ class AuditFilters:
             cancelled = cancelled.filter(thread=self.thread)
         if self.user is not None:
             cancelled = cancelled.filter(cancelled_by=self.user)
-        return cancelled.filter(**self._between("cancelled_at"))
+        return self._visible(cancelled.filter(**self._between("cancelled_at")))
 
     def dropped_cancel_requests(self) -> QuerySet[DroppedCancelRequest]:
         dropped = DroppedCancelRequest.objects.select_related("execution__thread", "run", "requested_by").order_by(
@@ -74,7 +78,7 @@ class AuditFilters:
             dropped = dropped.filter(execution__thread=self.thread)
         if self.user is not None:
             dropped = dropped.filter(requested_by=self.user)
-        return dropped.filter(**self._between("requested_at"))
+        return self._visible(dropped.filter(**self._between("requested_at")))
 
     def versions(self) -> QuerySet[HostPolicyVersion]:
         if self.thread is not None:
@@ -83,7 +87,10 @@ class AuditFilters:
         versions = HostPolicyVersion.objects.select_related("policy", "created_by").order_by("-created_at", "-id")
         if self.user is not None:
             versions = versions.filter(created_by=self.user)
-        return versions.filter(**self._between("created_at"))
+        return self._visible(versions.filter(**self._between("created_at")))
+
+    def _visible(self, rows: QuerySet[M]) -> QuerySet[M]:
+        return rows if self.viewer is None else access.scoped(rows, self.viewer)
 
     def _between(self, field: str) -> dict[str, datetime]:
         bounds = {}
@@ -166,15 +173,21 @@ CSV_COLUMNS = (
 )
 
 
-def csv_text(decisions: Iterable[Decision]) -> str:
-    """The export: a header, then one decision a line, masked like the page."""
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(CSV_COLUMNS)
+class _Line:
+    """A file for csv.writer whose write hands back the line instead of keeping it."""
+
+    def write(self, line: str) -> str:
+        return line
+
+
+def csv_lines(decisions: Iterable[Decision]) -> Iterator[str]:
+    """The export a line at a time: a header, then one decision a line, masked like the page."""
+    writer = csv.writer(_Line())
+    yield writer.writerow(CSV_COLUMNS)
     for decision in decisions:
         row = AuditRow.of(decision)
         request = decision.request
-        writer.writerow(
+        yield writer.writerow(
             _cell(value)
             for value in (
                 decision.decided_at.isoformat(),
@@ -195,7 +208,6 @@ def csv_text(decisions: Iterable[Decision]) -> str:
                 _json(row.result),
             )
         )
-    return out.getvalue()
 
 
 def _cell(value: Any) -> Any:

@@ -4,7 +4,7 @@ Leases, row inserts, the journal and checkpoints; the RQ queue; login sessions r
 policy versions, the tool registry, model providers and the agent a run builds from them.
 """
 
-from . import checkpoints, journal, leases, policy, queueing, toolbox
+from . import access, checkpoints, journal, leases, policy, queueing, toolbox
 from .login_sessions import session_store, session_user_pk
 from .policy import (
     POLICY_VERSION_FIELDS,
@@ -14,7 +14,7 @@ from .policy import (
     parse_redact_patterns,
     publish_policy_version,
 )
-from .providers import DEMO_MODEL, PROVIDERS, ModelChoice, model_problems
+from .providers import DEMO_MODEL, PROVIDERS, ModelChoice, base_url_problem, model_problems, profile_key_variable
 from .queueing import queue_reachable
 
 __all__ = (
@@ -22,8 +22,10 @@ __all__ = (
     "POLICY_VERSION_FIELDS",
     "PROVIDERS",
     "ModelChoice",
+    "access",
     "approval_capability",
     "approval_reason",
+    "base_url_problem",
     "checkpoints",
     "expiry_for",
     "journal",
@@ -31,6 +33,7 @@ __all__ = (
     "model_problems",
     "parse_redact_patterns",
     "policy",
+    "profile_key_variable",
     "publish_policy_version",
     "queue_reachable",
     "queueing",

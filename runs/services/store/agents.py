@@ -31,7 +31,7 @@ def build_executable(run: Run, *, extra_capabilities: list[AbstractCapability[An
     snapshot = run.profile_snapshot
     definition: AgentDefinition[Any] = AgentDefinition(
         name=snapshot["name"],
-        model=build_model(ModelChoice(snapshot["model"], snapshot.get("base_url", ""))),
+        model=build_model(ModelChoice(snapshot["model"], snapshot.get("base_url", ""), snapshot["name"])),
         model_settings={"max_retries": run.policy_version.model_max_retries},
         instructions=snapshot.get("instructions") or None,
         tools=toolbox.resolve(snapshot.get("enabled_tools", [])),

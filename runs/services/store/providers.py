@@ -5,15 +5,23 @@ agent's scripted one) or a pydantic-ai model string "provider:model". For the pr
 package that serves them and where their key or server address comes from, so admin can refuse a profile that
 could not run, and the worker can fail a run with a clear reason instead of an ImportError deep in pydantic-ai.
 Keys are never stored: they come from the process environment.
+
+A key goes only where the operator sent it. A provider's own variable (`OPENAI_API_KEY`, ...) goes to the
+provider's default address or to the one in its `*_BASE_URL` variable, both set by the operator, never to a base
+URL typed into a profile: staff who edit profiles could otherwise point one at their own server and read the key.
+A profile with its own base URL sends the key in `HARNESS_PROFILE_<NAME>_API_KEY`, or none, and that URL must be
+https unless its host is this machine or listed in `HARNESS_MODEL_HOSTS_ALLOWED`.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -22,13 +30,23 @@ from pydantic_ai.providers import Provider, infer_provider, infer_provider_class
 
 from runs.harness import RunError
 
-__all__ = ("DEMO_MODEL", "PROVIDERS", "ModelChoice", "ProviderSpec", "build_model", "model_problems")
+__all__ = (
+    "DEMO_MODEL",
+    "PROVIDERS",
+    "ModelChoice",
+    "ProviderSpec",
+    "base_url_problem",
+    "build_model",
+    "model_problems",
+    "profile_key_variable",
+)
 
 DEMO_MODEL = "demo"
 # pydantic-ai's own offline TestModel (calls every tool once, then answers); used by tests and smoke checks.
 TEST_MODEL = "test"
 # What an OpenAI-compatible server that ignores keys (Ollama, vLLM, LM Studio) is sent when no key is set.
 NO_KEY = "not-needed"
+LOOPBACK_NAMES = frozenset({"localhost"})
 
 
 @dataclass(frozen=True)
@@ -59,12 +77,43 @@ PROVIDERS: Mapping[str, ProviderSpec] = {
 }
 
 
+def profile_key_variable(profile_name: str) -> str:
+    """The environment variable holding the key a profile with its own base URL sends (none when it is unset)."""
+    return f"HARNESS_PROFILE_{profile_name.upper().replace('-', '_')}_API_KEY"
+
+
+def base_url_problem(base_url: str) -> str | None:
+    """Why a profile may not send requests to `base_url`, or None: https, or plain http to a trusted host."""
+    if not base_url:
+        return None
+    parts = urlsplit(base_url)
+    host = (parts.hostname or "").lower()
+    if parts.scheme == "https" and host:
+        return None
+    if parts.scheme == "http" and (_loopback(host) or host in settings.HARNESS_MODEL_HOSTS_ALLOWED):
+        return None
+    return (
+        f"The base URL must use https; plain http is allowed only to this machine (localhost, 127.0.0.1, ::1) "
+        f"or to a host listed in HARNESS_MODEL_HOSTS_ALLOWED, and {host or 'this URL'!r} is neither."
+    )
+
+
+def _loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 @dataclass(frozen=True)
 class ModelChoice:
-    """A profile's model string and server address, parsed."""
+    """A profile's model string and server address, parsed, with the profile's name (which names its key)."""
 
     model: str
     base_url: str = ""
+    profile: str = ""
 
     @property
     def is_demo(self) -> bool:
@@ -101,8 +150,21 @@ class ModelChoice:
         spec = self.spec
         if spec is None:
             return f"{self.model} (unknown provider)"
-        where = self.effective_base_url(os.environ if environ is None else environ)
-        return f"{spec.label}, model {self.model_name}" + (f", at {where}" if where else "")
+        environ = os.environ if environ is None else environ
+        where = self.effective_base_url(environ)
+        described = f"{spec.label}, model {self.model_name}" + (f", at {where}" if where else "")
+        if not self.base_url:
+            return described
+        variable = profile_key_variable(self.profile)
+        return described + (f", key from {variable}" if environ.get(variable) else f", no key ({variable} is unset)")
+
+    def api_key(self, environ: Mapping[str, str]) -> str:
+        """The key sent to the effective base URL: the profile's own for a profile's URL, else the provider's."""
+        if self.base_url:
+            return environ.get(profile_key_variable(self.profile)) or NO_KEY
+        spec = self.spec
+        variables = spec.key_variables if spec is not None else ()
+        return next((environ[name] for name in variables if environ.get(name)), NO_KEY)
 
 
 def model_problems(choice: ModelChoice, environ: Mapping[str, str] | None = None) -> list[str]:
@@ -121,6 +183,8 @@ def model_problems(choice: ModelChoice, environ: Mapping[str, str] | None = None
     problems = []
     if choice.base_url and not spec.accepts_base_url:
         problems.append(f"{spec.label} takes no base URL.")
+    elif problem := base_url_problem(choice.base_url):
+        problems.append(problem)
     if not _importable(spec.module):
         problems.append(
             f'The "{spec.module}" package is not installed: install the project with its "{spec.extra}" extra '
@@ -152,14 +216,11 @@ def build_model(choice: ModelChoice, environ: Mapping[str, str] | None = None) -
     base_url = choice.effective_base_url(environ)
     if not base_url:
         return infer_model(choice.model)
-    spec = choice.spec
-    assert spec is not None
 
     def provider_at_base_url(name: str) -> Provider[Any]:
         if name != choice.provider_name:
             return infer_provider(name)
-        key = next((environ[var] for var in spec.key_variables if environ.get(var)), NO_KEY)
-        return infer_provider_class(name)(base_url=base_url, api_key=key)  # type: ignore[call-arg]
+        return infer_provider_class(name)(base_url=base_url, api_key=choice.api_key(environ))  # type: ignore[call-arg]
 
     return infer_model(choice.model, provider_factory=provider_at_base_url)
 

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import django_rq
 import redis
@@ -25,14 +26,18 @@ from django.db import transaction
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.retry import Retry
+from rq import Queue
 from rq.job import JobStatus
 
 from runs.models import Execution, ExecutionStatus, Run, RunStatus
+
+from .queued_jobs import SERIALIZER, HostJob
 
 __all__ = (
     "UNREACHABLE_NOTICE",
     "DispatchReport",
     "enqueue_run",
+    "host_queue",
     "job_id",
     "job_missing",
     "queue_reachable",
@@ -84,9 +89,15 @@ def reporting() -> Iterator[DispatchReport]:
         _report.reset(token)
 
 
+def host_queue(**options: Any) -> Queue:
+    """The Host's queue: its jobs travel as JSON and only Host jobs decode (queued_jobs.py), whatever RQ_QUEUES
+    says."""
+    return django_rq.get_queue(QUEUE_NAME, serializer=SERIALIZER, job_class=HostJob, **options)
+
+
 def send_job(run_pk: int) -> bool:
     """Enqueue the run's job now; False (logged, and remembered for the banner) when Redis cannot be reached."""
-    queue = django_rq.get_queue(QUEUE_NAME, commit_mode="auto")
+    queue = host_queue(commit_mode="auto")
     try:
         queue.enqueue("runs.jobs.execute_run", run_pk, job_id=job_id(run_pk))
     except RedisError as exc:
@@ -142,7 +153,7 @@ def job_missing(run: Run) -> bool:
     if not queue_reachable():
         return True
     try:
-        job = django_rq.get_queue(QUEUE_NAME).fetch_job(job_id(run.pk))
+        job = host_queue().fetch_job(job_id(run.pk))
     except RedisError:
         return True
     return job is None or job.get_status(refresh=False) not in _LIVE_JOB_STATUSES

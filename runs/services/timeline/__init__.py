@@ -1,8 +1,11 @@
 """A run's timeline, above `store`: events masked (redaction), stored with their journal items (projection),
-published after the commit, read back for pages and sockets; decisions as timeline items."""
+published after the commit, read back for pages, and followed live by sockets and AG-UI streams (feeds, followers);
+decisions as timeline items."""
 
 from . import publishing, read_side
 from .decision_items import DECISION_EVENT_NAME, ArgumentChange, argument_changes
+from .feeds import ExecutionFeed, feed_for, text_of
+from .followers import ExecutionFollower, FollowerOutput
 from .lane_closing import OpenLane, aclose_projection
 from .projection import RunProjection
 from .publishing import (
@@ -18,7 +21,6 @@ from .publishing import (
 from .read_side import (
     REPLAY_PAGE_SIZE,
     THREAD_STATUSES,
-    execution_exists,
     format_duration,
     frames_after,
     last_position,
@@ -41,6 +43,9 @@ __all__ = (
     "THREADS_GROUP",
     "THREAD_STATUSES",
     "ArgumentChange",
+    "ExecutionFeed",
+    "ExecutionFollower",
+    "FollowerOutput",
     "OpenLane",
     "Produced",
     "Redactor",
@@ -49,8 +54,8 @@ __all__ = (
     "aclose_projection",
     "argument_changes",
     "dump_event",
-    "execution_exists",
     "execution_group",
+    "feed_for",
     "format_duration",
     "frames_after",
     "last_position",
@@ -62,5 +67,6 @@ __all__ = (
     "redactor_for",
     "restore_redacted",
     "session_group",
+    "text_of",
     "worker_sender",
 )

@@ -101,10 +101,6 @@ def last_position(execution_pk: int) -> int:
     return last["position"] if last else 0
 
 
-def execution_exists(execution_pk: int) -> bool:
-    return Execution.objects.filter(pk=execution_pk).exists()
-
-
 def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment else None
 

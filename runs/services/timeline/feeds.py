@@ -1,4 +1,5 @@
-"""One channel-layer subscription per web process and execution, handed to each of its timeline sockets.
+"""One channel-layer subscription per web process and execution, handed to each of its viewers: the followers of
+the timeline sockets and of the AG-UI event streams (`followers.py`).
 
 Channels would deliver a group message to every socket of the group on its own: a layer receive, a task wake-up,
 a dispatch and a write per socket, in the order the messages came. With a thousand viewers of a live run one
@@ -21,12 +22,15 @@ What the database must be asked is asked here once for all the viewers of the pr
 
 `feed_for(execution_pk)` returns the process's feed of an execution, creating it; `await feed.add(viewer)`
 returns once the feed is in the group, so a viewer that reads the database after it misses nothing committed
-later.
+later. A feed belongs to the process, not to the viewer that created it: its tasks run in a context of their own,
+so an AG-UI request's thread context (Django gives each request one, and it ends with the request) never carries
+over to the sockets it serves afterwards.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from typing import Protocol, TypeGuard
 
@@ -35,7 +39,9 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from runs.protocol import ExecutionStatusMessage, GroupMessage, TimelineAppend, TimelineFrame, event_frame_text
-from runs.services.timeline import execution_group, read_side
+
+from . import read_side
+from .publishing import execution_group
 
 __all__ = ("ExecutionFeed", "Viewer", "feed_for", "merged", "text_of")
 
@@ -55,12 +61,14 @@ def text_of(frame: TimelineFrame) -> str:
 
 
 class Viewer(Protocol):
+    """What the feed offers messages to; `followers.ExecutionFollower` is the one the Host uses."""
+
     async def offer(self, message: GroupMessage) -> None:
         """Take a group message (`timeline.append` or `execution.status`): write it now, or queue it if something
-        is ahead of it. Called in the feed's task; must wait for nothing but its own socket."""
+        is ahead of it. Called in the feed's task; must wait for nothing but its own client."""
 
     async def drop(self) -> None:
-        """Close the socket, so its page reconnects and resumes from its cursor."""
+        """End the viewer's socket or stream, so its client reconnects and resumes from its cursor."""
 
 
 def _status_and_end(execution_pk: int) -> tuple[ExecutionStatusMessage, int]:
@@ -267,6 +275,7 @@ def feed_for(execution_pk: int) -> ExecutionFeed:
     """This event loop's feed of the execution (a web process runs one loop)."""
     feed = _feeds.get((asyncio.get_running_loop(), execution_pk))
     if feed is None:
-        feed = ExecutionFeed(execution_pk)
+        # In a context of its own: its tasks must not carry the context of the viewer that happened to come first.
+        feed = contextvars.Context().run(ExecutionFeed, execution_pk)
         _feeds[feed.key] = feed
     return feed

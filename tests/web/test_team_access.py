@@ -1,0 +1,261 @@
+"""Teams: each role gets exactly what it may on every URL of the URL confs, and another team's objects are 404.
+
+The surfaces are read from the resolver, so a new URL without an entry in `SURFACES` (a decision about who may
+use it) fails `test_every_url_has_a_scoping_decision`. Re-run on PostgreSQL (tests/host/test_postgres.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from ag_ui.core import TextMessageContentEvent
+from asgiref.sync import sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import Permission
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from observers.routing import websocket_urlpatterns
+from runs.models import AgentProfile, Team, TeamRole
+from runs.protocol import CLOSE_NOT_FOUND
+from runs.services.lifecycle import executions
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+# Who asks: a role in team A, a member of team B only, a user without teams, a superuser.
+ROLES = ("viewer", "operator", "approver", "admin", "outsider", "nobody", "superuser")
+TEAM_A_ROLES = {
+    "viewer": TeamRole.VIEWER,
+    "operator": TeamRole.OPERATOR,
+    "approver": TeamRole.APPROVER,
+    "admin": TeamRole.ADMIN,
+}
+MEMBERS = ("viewer", "operator", "approver", "admin", "superuser")
+
+
+@dataclass
+class World:
+    team_a: Team
+    profile_a: AgentProfile
+    suspended: factories.Suspended
+    run_pk: int
+
+
+@pytest.fixture
+def world(without_default_membership) -> World:
+    team_a = Team.objects.get_or_create(name="default")[0]
+    team_b = Team.objects.create(name="team-b")
+    suspended = factories.suspended_execution()
+    run = suspended.run
+    factories.append_events(run, [TextMessageContentEvent(message_id="m1", delta="secret of team A")])
+    profile_b = AgentProfile.objects.create(name="finance-b", model="demo", team=team_b)
+    executions.create_thread(profile_b, title="team B thread")
+    return World(team_a, suspended.execution.thread.profile, suspended, run.pk)
+
+
+@pytest.fixture
+def user_of(world, django_user_model) -> Callable[[str], object]:
+    def make(role: str):
+        if role == "superuser":
+            return django_user_model.objects.create_superuser("root", password="pw-root-1")
+        if role == "outsider":
+            return factories.member(django_user_model, role, Team.objects.get(name="team-b"), TeamRole.ADMIN)
+        return factories.member(django_user_model, role, world.team_a, TEAM_A_ROLES.get(role))
+
+    return make
+
+
+def _names(patterns, prefix: str = "") -> set[str]:
+    names: set[str] = set()
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            if pattern.namespace == "admin":
+                names.add("admin")
+                continue
+            namespace = f"{prefix}{pattern.namespace}:" if pattern.namespace else prefix
+            names |= _names(pattern.url_patterns, namespace)
+        elif isinstance(pattern, URLPattern):
+            names.add(f"{prefix}{pattern.name or pattern.pattern}")
+    return names
+
+
+@dataclass(frozen=True)
+class Surface:
+    """One URL: how to call it on team A's objects, and the status each role gets."""
+
+    method: str
+    url: Callable[[World], str]
+    expected: dict[str, int]
+    data: Callable[[World], dict] = lambda world: {}
+
+
+def _each(members: int, others: int = 404, **exceptions: int) -> dict[str, int]:
+    """`members` for a member of team A and a superuser, `others` for the rest, with exceptions by role."""
+    statuses = {role: (members if role in MEMBERS else others) for role in ROLES}
+    return {**statuses, **exceptions}
+
+
+SEE_ALL = {role: 200 for role in ROLES}
+# Actions on a visible object that the role does not allow are a 403; invisible objects are a 404.
+OPERATE = _each(400, viewer=403)
+DECIDE = _each(400, viewer=403, operator=403)
+
+SURFACES: dict[str, Surface | None] = {
+    # Not team data: logging in and out, the health check, the favicon; the admin has its own staff checks.
+    "login": None,
+    "logout": None,
+    "health": None,
+    "favicon.ico": None,
+    "admin": None,
+    "runs:threads": Surface("get", lambda w: reverse("runs:threads"), SEE_ALL),
+    "runs:threads_alias": Surface("get", lambda w: reverse("runs:threads_alias"), {role: 302 for role in ROLES}),
+    # A profile the user may not start on is an invalid choice, like one that does not exist.
+    "runs:create_thread": Surface(
+        "post",
+        lambda w: reverse("runs:create_thread"),
+        _each(302, 400, viewer=400),
+        lambda w: {"submission_key": "k-1", "profile": w.profile_a.pk, "title": "new"},
+    ),
+    "runs:thread": Surface("get", lambda w: reverse("runs:thread", args=[w.suspended.execution.thread_id]), _each(200)),
+    "runs:start_execution": Surface(
+        "post", lambda w: reverse("runs:start_execution", args=[w.suspended.execution.thread_id]), OPERATE
+    ),
+    "runs:fork_checkpoint": Surface(
+        "post", lambda w: reverse("runs:fork_checkpoint", args=[w.suspended.checkpoint_id]), OPERATE
+    ),
+    "runs:execution": Surface("get", lambda w: reverse("runs:execution", args=[w.suspended.execution.pk]), _each(200)),
+    # Cancelling a waiting execution is an approver's decision.
+    "runs:cancel_execution": Surface(
+        "post",
+        lambda w: reverse("runs:cancel_execution", args=[w.suspended.execution.pk]),
+        _each(302, viewer=403, operator=403),
+    ),
+    "runs:event": Surface("get", lambda w: reverse("runs:event", args=[w.suspended.execution.pk, 1]), _each(200)),
+    "runs:run": Surface("get", lambda w: reverse("runs:run", args=[w.run_pk]), _each(200)),
+    "runs:approvals": Surface("get", lambda w: reverse("runs:approvals"), SEE_ALL),
+    "runs:approval_rows": Surface("get", lambda w: reverse("runs:approval_rows"), SEE_ALL),
+    "runs:approval_audit": Surface("get", lambda w: reverse("runs:approval_audit"), SEE_ALL),
+    "runs:approval_audit_export": Surface("get", lambda w: reverse("runs:approval_audit_export"), SEE_ALL),
+    "runs:approval_decide": Surface(
+        "post", lambda w: reverse("runs:approval_decide", args=[w.suspended.execution.pk]), DECIDE
+    ),
+    # Streams close the thread's database connections: test_agui_routes_scope_by_team, on a transactional database.
+    "agui:execution-events": None,
+    # Past the profile and role checks, a body without a user message is a 400.
+    "agui:run": Surface(
+        "post",
+        lambda w: reverse("agui:run", args=[w.profile_a.name]),
+        _each(400, viewer=403),
+        lambda w: {"threadId": "thread-x", "runId": "run-x", "state": {}, "messages": [], "tools": [], "context": []},
+    ),
+}
+
+
+def test_every_url_has_a_scoping_decision():
+    assert _names(get_resolver().url_patterns) == set(SURFACES)
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("name", sorted(name for name, surface in SURFACES.items() if surface is not None))
+def test_each_role_gets_what_its_team_role_allows(client, world, user_of, role, name):
+    surface = SURFACES[name]
+    client.force_login(user_of(role))
+    url = surface.url(world)
+    if surface.method == "get":
+        response = client.get(url)
+    elif name.startswith("agui:"):
+        response = client.post(url, json.dumps(surface.data(world)), content_type="application/json")
+    else:
+        response = client.post(url, surface.data(world))
+    assert response.status_code == surface.expected[role], (name, role)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("role", ROLES)
+def test_agui_event_stream_of_another_teams_execution_is_not_found(client, world, user_of, role):
+    client.force_login(user_of(role))
+    response = client.get(reverse("agui:execution-events", args=[world.suspended.execution.pk]))
+    assert response.status_code == _each(200)[role]
+    if response.status_code == 404:
+        assert json.loads(response.content)["error"] == "not_found"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_lists_show_only_the_users_teams(client, world, user_of, role, django_user_model):
+    factories.member(django_user_model, "a-member", world.team_a, TeamRole.VIEWER)
+    factories.member(django_user_model, "b-member", Team.objects.get(name="team-b"), TeamRole.VIEWER)
+    client.force_login(user_of(role))
+    threads = client.get(reverse("runs:threads")).content.decode()
+    audit = client.get(reverse("runs:approval_audit")).context["filters"]
+    assert ("payments" in threads) == (role in MEMBERS)
+    assert ("team B thread" in threads) == (role in {"outsider", "superuser"})
+    assert ("finance-b" in threads) == (role in {"outsider", "superuser"})
+    # The audit's filters name only the threads and people of the viewer's teams.
+    usernames = {user.username for user in audit.fields["user"].queryset}
+    assert ("b-member" in usernames) == (role in {"outsider", "superuser"})
+    assert ("a-member" in usernames) == (role in MEMBERS)
+    titles = {thread.title for thread in audit.fields["thread"].queryset}
+    assert ("team B thread" in titles) == (role in {"outsider", "superuser"})
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_badge_and_inbox_count_only_what_the_user_may_decide(client, world, user_of, role):
+    client.force_login(user_of(role))
+    response = client.get(reverse("runs:approvals"))
+    may_decide = role in {"approver", "admin", "superuser"}
+    assert response.context["pending_approvals"] == (2 if may_decide else 0)
+    assert len(response.context["rows"]) == (2 if may_decide else 0)
+
+
+def test_the_decide_permission_makes_a_member_an_approver_of_their_teams_only(client, world, django_user_model):
+    operator = factories.member(django_user_model, "granted", world.team_a, TeamRole.OPERATOR)
+    outsider = factories.member(django_user_model, "granted-b", Team.objects.get(name="team-b"), TeamRole.VIEWER)
+    for user in (operator, outsider):
+        user.user_permissions.add(Permission.objects.get(codename="decide_deferred"))
+    url = reverse("runs:approval_decide", args=[world.suspended.execution.pk])
+    client.force_login(operator)
+    assert client.post(url, {}).status_code == 400
+    client.force_login(outsider)
+    assert client.post(url, {}).status_code == 404
+    assert client.get(reverse("runs:approvals")).context["pending_approvals"] == 0
+
+
+def _as_user(user):
+    router = URLRouter(websocket_urlpatterns)
+
+    async def app(scope, receive, send):
+        return await router({**scope, "user": user}, receive, send)
+
+    return app
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("role", ["approver", "outsider"])
+async def test_sockets_answer_another_teams_execution_as_missing_and_count_only_decidable_requests(
+    settings, world, user_of, role
+):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    user = await sync_to_async(user_of)(role)
+    timeline = WebsocketCommunicator(_as_user(user), f"/ws/executions/{world.suspended.execution.pk}/")
+    assert (await timeline.connect())[0]
+    if role == "outsider":
+        assert (await timeline.receive_json_from(timeout=5))["code"] == "not_found"
+        assert (await timeline.receive_output(timeout=5))["code"] == CLOSE_NOT_FOUND
+    await timeline.disconnect()
+    approvals = WebsocketCommunicator(_as_user(user), "/ws/approvals/")
+    assert (await approvals.connect())[0]
+    await approvals.send_json_to({"type": "subscribe"})
+    frame = await approvals.receive_json_from(timeout=5)
+    assert frame["count"] == (2 if role == "approver" else 0)
+    await approvals.disconnect()
+    threads = WebsocketCommunicator(_as_user(user), "/ws/threads/")
+    assert (await threads.connect())[0]
+    await threads.send_json_to({"type": "subscribe", "threads": [world.suspended.execution.thread_id]})
+    first = await threads.receive_json_from(timeout=5)
+    # Another team's thread gets no status: the first frame is already `ready`.
+    assert first["type"] == ("thread.status" if role == "approver" else "ready")
+    await threads.disconnect()
