@@ -4,7 +4,7 @@ decisions as timeline items."""
 
 from . import publishing, read_side
 from .decision_items import DECISION_EVENT_NAME, ArgumentChange, argument_changes
-from .feeds import ExecutionFeed, feed_for, text_of
+from .feeds import ExecutionFeed, Frames, feed_for
 from .followers import ExecutionFollower, FollowerOutput
 from .lane_closing import OpenLane, aclose_projection
 from .projection import RunProjection
@@ -46,6 +46,7 @@ __all__ = (
     "ExecutionFeed",
     "ExecutionFollower",
     "FollowerOutput",
+    "Frames",
     "OpenLane",
     "Produced",
     "Redactor",
@@ -67,6 +68,5 @@ __all__ = (
     "redactor_for",
     "restore_redacted",
     "session_group",
-    "text_of",
     "worker_sender",
 )
