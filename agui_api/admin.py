@@ -46,8 +46,9 @@ class ApiTokenAdmin(admin.ModelAdmin):
         issued = ["user", "name", "scope", "expires_at"]
         return [*self.readonly_fields, *issued] if obj is not None else list(self.readonly_fields)
 
-    def formfield_for_foreignkey(self, db_field: ForeignKey, request: HttpRequest, **kwargs: Any) -> Any:
+    def formfield_for_foreignkey(self, db_field: ForeignKey[Any, Any], request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "user" and not request.user.is_superuser:
+            assert request.user.is_authenticated, "the admin lets only staff in"
             # A token acts as its owner, so others' tokens are a superuser's to issue; `issuing.issue` enforces it.
             kwargs["queryset"] = get_user_model()._default_manager.filter(pk=request.user.pk)
             kwargs["initial"] = request.user.pk
@@ -63,7 +64,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         if change:
             return
-        # Carried on the object to `response_add`, the one page that shows it.
+        assert request.user.is_authenticated, "the admin lets only staff in"
+        # Carried on the object to `response_add`, the one page that shows it (an attribute the model does not have).
         obj.issued_secret = issuing.issue(obj, issuer=request.user)  # type: ignore[attr-defined]
 
     def response_add(self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None) -> HttpResponse:
@@ -74,7 +76,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
             "opts": self.opts,
             "title": "API token issued",
             "token": obj,
-            "secret": obj.issued_secret,  # type: ignore[attr-defined]
+            "secret": obj.issued_secret,  # type: ignore[attr-defined]  # set by `save_model` just before
         }
         return TemplateResponse(request, "admin/agui_api/apitoken/issued.html", context)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
@@ -29,7 +29,7 @@ TOKEN_HELP = "Ask for a new one (the admin's API tokens, or manage.py harness_to
 class Caller:
     """An authenticated user, and the token (else the session) that proved it."""
 
-    user: AbstractBaseUser
+    user: User
     token: ApiToken | None = None
     session_key: str | None = None
 
@@ -77,4 +77,9 @@ async def authenticate(request: HttpRequest) -> Caller:
 
 def csrf_refusal(request: HttpRequest) -> HttpResponse | None:
     """Django's CSRF check for a cookie-authenticated call (a token cannot be sent by a foreign page)."""
-    return CsrfViewMiddleware(lambda _: HttpResponse()).process_view(request, None, (), {})
+    return CsrfViewMiddleware(_unreached_view).process_view(request, _unreached_view, (), {})
+
+
+def _unreached_view(request: HttpRequest) -> HttpResponse:
+    """The view the CSRF check is given: it only asks whether it is `csrf_exempt` (it is not)."""
+    return HttpResponse()

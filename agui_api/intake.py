@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ag_ui.core import RunAgentInput, TextInputContent, UserMessage
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import MaxLengthValidator
 from django.db import transaction
@@ -47,7 +47,7 @@ class StreamStart:
     after: int
 
 
-def begin(profile_name: str, run_input: RunAgentInput, user: AbstractBaseUser) -> StreamStart:
+def begin(profile_name: str, run_input: RunAgentInput, user: User) -> StreamStart:
     """Start or resume, as `run_input` asks; raises `Refused` (and changes nothing) when it cannot."""
     profile = visible_profiles(user).filter(name=profile_name).first()
     if profile is None:
@@ -101,9 +101,10 @@ def begin(profile_name: str, run_input: RunAgentInput, user: AbstractBaseUser) -
 def _text_of(message: UserMessage) -> str:
     if isinstance(message.content, str):
         return message.content
-    if not all(isinstance(part, TextInputContent) for part in message.content):
+    texts = [part.text for part in message.content if isinstance(part, TextInputContent)]
+    if len(texts) != len(message.content):
         raise Refused(400, "unsupported_content", f"User message {message.id!r}: only text content is supported.")
-    return "".join(part.text for part in message.content)  # type: ignore[union-attr]
+    return "".join(texts)
 
 
 def _check_prompt(prompt: str) -> None:
@@ -118,6 +119,7 @@ def _check_prompt(prompt: str) -> None:
 
 def _check_history(thread: Thread, client_texts: Sequence[str]) -> None:
     """The client's earlier user messages must be the thread's own user prompts, in order."""
+    assert thread.selected_checkpoint is not None, "a thread is created with its initial checkpoint selected"
     state = checkpoints.load(thread.selected_checkpoint)
     prompts = [
         part.content
@@ -149,7 +151,7 @@ def _check_history(thread: Thread, client_texts: Sequence[str]) -> None:
         )
 
 
-def _resume(thread: Thread, run_input: RunAgentInput, user: AbstractBaseUser) -> StreamStart:
+def _resume(thread: Thread, run_input: RunAgentInput, user: User) -> StreamStart:
     execution = thread.executions.filter(status=ExecutionStatus.WAITING).order_by("-number").first()
     requests = pending_requests(execution) if execution is not None else []
     if execution is None or not requests:
@@ -170,6 +172,6 @@ def _resume(thread: Thread, run_input: RunAgentInput, user: AbstractBaseUser) ->
     return StreamStart(execution.pk, before)
 
 
-def _fresh(user: AbstractBaseUser) -> AbstractBaseUser:
+def _fresh(user: User) -> User:
     # Permissions are cached per user object; a decision is checked against the current grants.
     return type(user)._default_manager.get(pk=user.pk)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
@@ -30,7 +30,7 @@ def expiry_problem(expires_at: datetime) -> str | None:
     return None
 
 
-def issue(token: ApiToken, *, issuer: AbstractBaseUser | None) -> str:
+def issue(token: ApiToken, *, issuer: User | None) -> str:
     """Save the new, unsaved `token` with a fresh secret and return the secret, which is stored nowhere.
 
     `issuer` is the user asking; None is an operator at the command line, who has the database anyway.

@@ -45,11 +45,16 @@ class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
         return self.active().filter(expires_at__gt=timezone.now())
 
 
+NAME_MAX_LENGTH = 100
+
+
 class ApiToken(models.Model):
     """A bearer token of one user; `digest` is the sha256 of the secret, `hint` its first characters."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
-    name = models.CharField(max_length=100, help_text="What the token is for, e.g. the client that uses it.")
+    name = models.CharField(
+        max_length=NAME_MAX_LENGTH, help_text="What the token is for, e.g. the client that uses it."
+    )
     scope = models.CharField(
         max_length=20,
         choices=TokenScope.choices,

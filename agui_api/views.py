@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import connections
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponseBase, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from pydantic import ValidationError
@@ -80,7 +80,7 @@ def _begin(profile: str, run_input: RunAgentInput, user: Any) -> intake.StreamSt
 
 @csrf_exempt
 @require_POST
-async def run_agent(request: HttpRequest, profile: str) -> HttpResponse:
+async def run_agent(request: HttpRequest, profile: str) -> HttpResponseBase:
     """Start an execution on the RunAgentInput's thread (or resume it) and stream its AG-UI events."""
     try:
         caller = await authenticate(request)
@@ -118,7 +118,7 @@ def _visible(execution_pk: int, user: Any) -> bool:
 
 
 @require_GET
-async def execution_events(request: HttpRequest, pk: int) -> HttpResponse:
+async def execution_events(request: HttpRequest, pk: int) -> HttpResponseBase:
     """Replay an execution's AG-UI events after `Last-Event-ID` (or from the start), then follow until it settles."""
     try:
         caller = await authenticate(request)

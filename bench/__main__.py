@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.services import RedisServer
 
@@ -42,7 +43,13 @@ REDIS_SOCKET_TIMEOUT = 30
 
 
 def _suite(
-    label: str, database_url: str, redis_url: str, names: tuple[str, ...], args, machine: dict, scratch: Path
+    label: str,
+    database_url: str,
+    redis_url: str,
+    names: tuple[str, ...],
+    args: argparse.Namespace,
+    machine: dict[str, Any],
+    scratch: Path,
 ) -> None:
     command = [
         sys.executable,

@@ -75,7 +75,7 @@ class _RunAtDepth:
         self.run, self.lease = leased_run(synthetic.thread_id, synthetic.run_id)
         self.observer = HarnessAguiStreamObserver(retain_events=False, fragment=False)
         seed_journal(self.run, synthetic.encoded[: self.start])
-        rows = []
+        rows: list[TimelineEvent] = []
         for item in synthetic.items[: self.start]:
             for event in self.observer.observe(item):
                 dumped = dump_event(event)
@@ -91,8 +91,8 @@ class _RunAtDepth:
                     )
                 )
         TimelineEvent.objects.bulk_create(rows, batch_size=2000)
-        self.position = TimelineEvent.objects.filter(execution_id=self.run.execution_id).aggregate(m=Max("position"))
-        self.position = self.position["m"] or 0
+        last = TimelineEvent.objects.filter(execution_id=self.run.execution_id).aggregate(m=Max("position"))
+        self.position: int = last["m"] or 0
         # Where the run's writer stands at the window's start: a live writer knows it from its previous batch
         # and never reads it back from the table, so it is read here, untimed (see `host_write`).
         self.cursor = journal.cursor_of(self.run)
@@ -108,7 +108,7 @@ class _RunAtDepth:
         from runs.services.timeline import dump_event
 
         observer = copy.copy(self.observer)
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for item in self.synthetic.items[self.start :]:
             for event in observer.observe(item):
                 dumped = dump_event(event)
@@ -199,7 +199,7 @@ class _RunAtDepth:
         self.reset()
         table = JournalEntry._meta.db_table
         columns = ", ".join(f'"{column}"' for column in _COLUMNS)
-        rows = [
+        rows: list[tuple[Any, ...]] = [
             (
                 self.run.pk,
                 index,
@@ -235,9 +235,9 @@ class _RunAtDepth:
         import psycopg
 
         connection_args = {"host": settings["HOST"], "port": settings["PORT"], "user": settings["USER"]}
-        with psycopg.connect(**connection_args, dbname=settings["NAME"]) as raw, stopwatch() as elapsed:
+        with psycopg.connect(**connection_args, dbname=settings["NAME"]) as pg, stopwatch() as elapsed:
             copy_sql = f"COPY {table} ({columns}) FROM STDIN"
-            with raw.transaction(), raw.cursor() as cursor:
+            with pg.transaction(), pg.cursor() as cursor:
                 with cursor.copy(copy_sql) as copy_in:
                     for row in rows:
                         copy_in.write_row(row)

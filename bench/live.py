@@ -19,10 +19,12 @@ from bisect import bisect_left
 
 from asgiref.sync import async_to_sync
 
+from tests.services import DaphneServer
+
 from .context import BenchContext
 from .measure import Comparison, Report, Stats, Target
 from .sockets import daphne, operator_cookie, timeline_events
-from .synthetic import SIZES, synthetic_run
+from .synthetic import SIZES, SyntheticRun, synthetic_run
 from .writer import write_like_worker
 
 __all__ = ("run",)
@@ -37,7 +39,7 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-def _positions_by_item(synthetic) -> list[int]:
+def _positions_by_item(synthetic: SyntheticRun) -> list[int]:
     """The last timeline position produced by each source item (the projection is deterministic)."""
     from observers.agui import HarnessAguiStreamObserver
 
@@ -49,7 +51,9 @@ def _positions_by_item(synthetic) -> list[int]:
     return positions
 
 
-def _once(server, cookie: str, synthetic, positions: list[int]) -> tuple[list[float], float]:
+def _once(
+    server: DaphneServer, cookie: str, synthetic: SyntheticRun, positions: list[int]
+) -> tuple[list[float], list[float], float]:
     from runs.services.timeline import RunProjection
 
     from .host import discard, leased_run
@@ -71,6 +75,7 @@ def _once(server, cookie: str, synthetic, positions: list[int]) -> tuple[list[fl
         stdout=subprocess.PIPE,
         text=True,
     )
+    assert clients.stdout is not None
     try:
         if clients.stdout.readline().strip() != "READY":
             raise RuntimeError("the live clients did not get ready")

@@ -14,12 +14,15 @@ import sys
 import time
 
 from websockets.asyncio.client import connect
+from websockets.typing import Origin
 
 DEADLINE_SECONDS = 120
 
 
-async def _client(url: str, origin: str, cookie: str, last: int, ready: asyncio.Event, receipts: list) -> None:
-    async with connect(url, origin=origin, additional_headers={"Cookie": cookie}, max_size=None) as socket:
+async def _client(
+    url: str, origin: str, cookie: str, last: int, ready: asyncio.Event, receipts: list[tuple[int, float]]
+) -> None:
+    async with connect(url, origin=Origin(origin), additional_headers={"Cookie": cookie}, max_size=None) as socket:
         await socket.send(json.dumps({"type": "subscribe", "after": None}))
         while True:
             raw = await socket.recv()
@@ -42,7 +45,7 @@ async def _client(url: str, origin: str, cookie: str, last: int, ready: asyncio.
 async def main(ws_url: str, origin: str, cookie: str, execution_pk: int, clients: int, last: int) -> None:
     url = f"{ws_url}/ws/executions/{execution_pk}/"
     readies = [asyncio.Event() for _ in range(clients)]
-    receipts: list[list] = [[] for _ in range(clients)]
+    receipts: list[list[tuple[int, float]]] = [[] for _ in range(clients)]
     tasks = [asyncio.create_task(_client(url, origin, cookie, last, readies[n], receipts[n])) for n in range(clients)]
     await asyncio.wait_for(asyncio.gather(*(ready.wait() for ready in readies)), 30)
     print("READY", flush=True)

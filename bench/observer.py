@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 from pydantic_ai.ui.ag_ui import AGUIEventStream
@@ -91,8 +92,8 @@ def run(context: BenchContext) -> Report:
         synthetic = synthetic_run(SIZES[size])
         native = _native_events(synthetic)
         subject, baseline = measure_pair(
-            lambda s=synthetic: _observe_all(s),
-            lambda s=synthetic, n=native: _adapter_all(s, n),
+            partial(_observe_all, synthetic),
+            partial(_adapter_all, synthetic, native),
             context.repeats,
             warmup=warmup,
         )
@@ -113,7 +114,7 @@ def run(context: BenchContext) -> Report:
         run_row, _ = leased_run(synthetic.thread_id, synthetic.run_id)
         seed_journal(run_row, synthetic.encoded)
         subject, baseline = measure_pair(
-            lambda r=run_row: _resume(r), lambda r=run_row: _decode_only(r), context.repeats, warmup=warmup
+            partial(_resume, run_row), partial(_decode_only, run_row), context.repeats, warmup=warmup
         )
         report.add(
             Comparison(

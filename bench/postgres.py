@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.services import free_port
 
@@ -60,7 +61,7 @@ def temporary_cluster() -> Iterator[Cluster]:
         shutil.chown(base, "nobody", "nogroup")
         shutil.chown(sockets, "nobody", "nogroup")
     port = free_port()
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.STDOUT, "check": True, "cwd": base}
+    quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.STDOUT, "check": True, "cwd": base}
     try:
         subprocess.run(
             _as_owner([str(bin_dir / "initdb"), "-D", str(data), "-U", USER, "--auth=trust", "-E", "UTF8"]), **quiet

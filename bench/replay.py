@@ -20,6 +20,7 @@ from typing import Any
 
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import serve
+from websockets.typing import Origin
 
 from .context import BenchContext
 from .measure import Comparison, Report, Target, measure_pair, stopwatch
@@ -39,14 +40,14 @@ async def _replay(
     with stopwatch() as elapsed:
         async with connect(
             f"{ws_url}/ws/executions/{execution_pk}/",
-            origin=base_url,
+            origin=Origin(base_url),
             additional_headers={"Cookie": cookie},
             max_size=None,
         ) as socket:
             opened.append(elapsed())
             await socket.send(json.dumps({"type": "subscribe", "after": None}))
             while True:
-                text = await socket.recv()
+                text = await socket.recv(decode=True)
                 # Event messages are received, not decoded: the baseline's client does not decode them either.
                 if text.startswith(_EVENT_MESSAGE_START):
                     continue
@@ -82,8 +83,8 @@ def _raw_rows(execution_pk: int) -> list[tuple[Any, ...]]:
     import psycopg
 
     connection_args = {"host": settings["HOST"], "port": settings["PORT"], "user": settings["USER"]}
-    with psycopg.connect(**connection_args, dbname=settings["NAME"]) as raw:
-        return raw.execute(_ROWS_SQL.format(event="t.event::text", mark="%s"), (execution_pk,)).fetchall()
+    with psycopg.connect(**connection_args, dbname=settings["NAME"]) as pg:
+        return pg.execute(_ROWS_SQL.format(event="t.event::text", mark="%s"), (execution_pk,)).fetchall()
 
 
 def _pages(rows: list[tuple[Any, ...]], size: int) -> list[str]:
@@ -130,14 +131,14 @@ def run(context: BenchContext) -> Report:
         count = seed_timeline(run_row, synthetic)
         execution = run_row.execution_id
         opened: list[float] = []
-        subject, baseline = measure_pair(
-            lambda e=execution, n=count, o=opened: asyncio.run(
-                _replay(server.ws_url, server.base_url, cookie, e, n, o)
-            ),
-            lambda e=execution: asyncio.run(_read_and_send_raw(e)),
-            context.repeats,
-            warmup=1 if number == 0 else 0,
-        )
+
+        def replayed(e: int = execution, n: int = count, o: list[float] = opened) -> float:
+            return asyncio.run(_replay(server.ws_url, server.base_url, cookie, e, n, o))
+
+        def sent_raw(e: int = execution) -> float:
+            return asyncio.run(_read_and_send_raw(e))
+
+        subject, baseline = measure_pair(replayed, sent_raw, context.repeats, warmup=1 if number == 0 else 0)
         report.add(
             Comparison(
                 name="replay",

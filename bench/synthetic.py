@@ -121,9 +121,9 @@ async def _generate(target: int) -> tuple[list[Any], list[BoundaryState]]:
             return _final_answer()
         return _next_turn(turn, delegate=True)
 
-    researcher = AgentDefinition(name="researcher", model=scripted_model(_child_script), tools=[lookup]).build()
+    researcher = AgentDefinition[str](name="researcher", model=scripted_model(_child_script), tools=[lookup]).build()
     gate = CheckpointBoundaries(record_dispatch=_no_ledger)
-    executable = AgentDefinition(
+    executable = AgentDefinition[str](
         name="bench",
         model=scripted_model(script),
         tools=[lookup, inline_delegation_tool(researcher)],

@@ -25,6 +25,7 @@ import os
 import struct
 import sys
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 DEADLINE_SECONDS = 180
@@ -142,9 +143,9 @@ class ViewerConnection(asyncio.Protocol):
         self._finish(exc or RuntimeError("the connection closed before the last frame"))
 
 
-def _results(received: list[tuple[bytes, float]]) -> dict:
+def _results(received: list[tuple[bytes, float]]) -> dict[str, Any]:
     """Decode what one viewer got: the digest of its event frames and the receipt times of the live ones."""
-    frames: list[dict] = []
+    frames: list[dict[str, Any]] = []
     live: list[tuple[int, float]] = []
     ready = False
     for payload, at in received:
@@ -174,6 +175,7 @@ async def _viewer(url: str, origin: str, cookie: str, last: int, delay: float) -
     # A frame's position in the compact text is followed by a comma; `ready`'s is not.
     end = f'"position":{last},'.encode()
     loop = asyncio.get_running_loop()
+    assert parts.hostname is not None and parts.port is not None, url
     _, viewer = await loop.create_connection(lambda: ViewerConnection(request, key, end), parts.hostname, parts.port)
     await viewer.done
     return viewer.received
@@ -186,7 +188,7 @@ async def main(ws_url: str, origin: str, cookie: str, execution_pk: int, clients
         asyncio.gather(*(_viewer(url, origin, cookie, last, d) for d in delays), return_exceptions=True),
         DEADLINE_SECONDS,
     )
-    viewers: list[dict] = []
+    viewers: list[dict[str, Any]] = []
     errors: list[str] = []
     for outcome in outcomes:
         try:

@@ -19,14 +19,17 @@ import os
 import subprocess
 import sys
 from bisect import bisect_left
+from typing import Any
 
 from asgiref.sync import async_to_sync
+
+from tests.services import DaphneServer
 
 from .context import BenchContext
 from .live import _percentile, _positions_by_item
 from .measure import Comparison, Report, Stats, Target
 from .sockets import daphne, operator_cookie
-from .synthetic import SIZES, synthetic_run
+from .synthetic import SIZES, SyntheticRun, synthetic_run
 from .writer import write_like_worker
 
 __all__ = ("run",)
@@ -55,7 +58,18 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _once(servers: list, cookie: str, synthetic, positions: list[int], viewers: int, ramp: float) -> dict:
+def _servers_cpu(servers: list[DaphneServer]) -> float:
+    return sum(_cpu_seconds(server.process.pid) for server in servers if server.process is not None)
+
+
+def _once(
+    servers: list[DaphneServer],
+    cookie: str,
+    synthetic: SyntheticRun,
+    positions: list[int],
+    viewers: int,
+    ramp: float,
+) -> dict[str, Any]:
     from runs.services.timeline import RunProjection
 
     from .host import discard, leased_run
@@ -63,7 +77,7 @@ def _once(servers: list, cookie: str, synthetic, positions: list[int], viewers: 
     discard(synthetic.thread_id)
     run, lease = leased_run(synthetic.thread_id, synthetic.run_id)
     load = os.getloadavg()[0]
-    server_cpu = sum(_cpu_seconds(server.process.pid) for server in servers)
+    server_cpu = _servers_cpu(servers)
     shares = [viewers // PROCESSES + (n < viewers % PROCESSES) for n in range(PROCESSES)]
     clients = [
         subprocess.Popen(
@@ -93,7 +107,7 @@ def _once(servers: list, cookie: str, synthetic, positions: list[int], viewers: 
         projection = RunProjection(run)
         async_to_sync(write_like_worker)(run, lease, projection, synthetic, pace=RATE, created=created)
         outputs = [json.loads(client.communicate(timeout=240)[0].strip().splitlines()[-1]) for client in clients]
-        server_cpu = sum(_cpu_seconds(server.process.pid) for server in servers) - server_cpu
+        server_cpu = _servers_cpu(servers) - server_cpu
     finally:
         for client in clients:
             if client.poll() is None:

@@ -54,7 +54,7 @@ async def write_like_worker(
         def __init__(self) -> None:
             self.first = start
 
-        def record(self, batch, *, lease, **options):
+        def record(self, batch: Any, *, lease: Any, **options: Any) -> Any:
             if committed is None:
                 return projection.record(batch, lease=lease, **options)
             first, last = self.first, self.first + len(batch) - 1
@@ -65,7 +65,8 @@ async def write_like_worker(
 
     chain = checkpoints.CheckpointChain()
     async with worker_sender():
-        writer = BatchWriter(_Marked(), lease)
+        # A stand-in for the RunProjection that records through it and notes when each batch committed.
+        writer = BatchWriter(_Marked(), lease)  # type: ignore[arg-type]
         began = time.monotonic()
         for position in range(start, synthetic.size):
             if pace is not None:

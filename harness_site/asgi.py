@@ -27,10 +27,13 @@ from harness_site.proxied_clients import ProxiedClients  # noqa: E402
 from observers.routing import websocket_urlpatterns  # noqa: E402
 from observers.socket_sessions import socket_auth_stack  # noqa: E402
 
-application = ProtocolTypeRouter(
+application: ProtocolTypeRouter | ProxiedClients = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(socket_auth_stack(URLRouter(websocket_urlpatterns))),
+        # types-channels wants the routes typed as Channels' own; django-stubs types them as HTTP routes.
+        "websocket": AllowedHostsOriginValidator(
+            socket_auth_stack(URLRouter(websocket_urlpatterns))  # type: ignore[arg-type]
+        ),
     }
 )
 if settings.HARNESS_BEHIND_TLS_PROXY:

@@ -20,11 +20,13 @@ drives a real socket pair through the patched transport.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from twisted.internet import tcp
 
 __all__ = ("install",)
 
-_buffered_write = tcp.Connection.write
+_buffered_write: Callable[[tcp.Connection, bytes], None] = tcp.Connection.write
 
 
 def _write(self: tcp.Connection, data: bytes) -> None:
@@ -41,7 +43,7 @@ def _write(self: tcp.Connection, data: bytes) -> None:
         and self.offset == len(self.dataBuffer)
     ):
         if not getattr(self, "_nodelay_set", False):
-            self._nodelay_set = True
+            self._nodelay_set = True  # type: ignore[attr-defined]  # our marker on Twisted's connection
             self.setTcpNoDelay(True)
         sent = self.writeSomeData(data)
         # An exception instance means the connection is gone: the buffered path lets the reactor report it.
@@ -54,4 +56,5 @@ def _write(self: tcp.Connection, data: bytes) -> None:
 
 def install() -> None:
     """Make every Twisted TCP connection of this process write eagerly (idempotent)."""
-    tcp.Connection.write = _write  # type: ignore[method-assign]
+    # Replacing the method is the point (see above); `_write` needs a Connection, where the base class says mixin.
+    tcp.Connection.write = _write  # type: ignore[method-assign,assignment]

@@ -38,7 +38,7 @@ def _worker_count() -> int | None:
         return None
 
 
-def worker_status(request: HttpRequest) -> dict:
+def worker_status(request: HttpRequest) -> dict[str, int | None]:
     if not request.user.is_authenticated:
         return {}
     # While the cached check knows Redis is down, asking it again would only slow every page down.

@@ -15,6 +15,7 @@ import unicodedata
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db.models import Field
 from django.http import HttpRequest
 
 
@@ -23,7 +24,9 @@ def throttled_username(request: HttpRequest, credentials: dict[str, Any] | None)
     raw = (credentials or {}).get("username") or getattr(request, "POST", {}).get(field)
     if raw is None:
         return None
-    limit = get_user_model()._meta.get_field(field).max_length
+    username = get_user_model()._meta.get_field(field)
+    assert isinstance(username, Field)  # the USERNAME_FIELD is a column, not a relation
+    limit = username.max_length
     return "".join(char for char in str(raw) if unicodedata.category(char) != "Cc")[:limit]
 
 

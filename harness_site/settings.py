@@ -11,6 +11,7 @@ prepares the var directory and its secret key.
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from csp.constants import NONE, SELF
@@ -21,10 +22,10 @@ from harness_site.environment import Environment
 env = Environment()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-HARNESS_VAR_DIR = Path(env.text("HARNESS_VAR_DIR", str(BASE_DIR / "var")))
+HARNESS_VAR_DIR: Path = Path(env.text("HARNESS_VAR_DIR", str(BASE_DIR / "var")))
 
 HARNESS_ENV = env.choice("HARNESS_ENV", "local", ("local", "production"))
-PRODUCTION = HARNESS_ENV == "production"
+PRODUCTION: bool = HARNESS_ENV == "production"
 """The one switch for a deployment: HTTPS only (Secure cookies, HSTS, SSL redirect), a SECRET_KEY from the
 environment, no debug mode, no demo operator; see docs/deploy.md "Production mode"."""
 
@@ -208,7 +209,7 @@ WHITENOISE_AUTOREFRESH = DEBUG
 REDIS_URL = env.text("REDIS_URL", "redis://127.0.0.1:6390/0")
 
 
-def channel_layer_config(redis_url: str) -> dict:
+def channel_layer_config(redis_url: str) -> dict[str, Any]:
     """channels-redis' pub/sub layer: a group message is one Redis PUBLISH, which each web process receives once
     and hands to its own consumers in the group, instead of one Redis list entry per consumer popped one by one.
     Groups live in the web process, and redis-py subscribes again when its connection comes back, so a restarted
@@ -230,7 +231,7 @@ HARNESS_SOCKET_REFRESH_SECONDS = env.number("HARNESS_SOCKET_REFRESH_SECONDS", 10
 
 # Jobs travel as JSON, never pickles, and only the Host's own decode (runs/services/store/queued_jobs.py): the
 # Host's code and its worker use these whatever the settings say; here they are for django-rq's own commands.
-RQ_QUEUES = {
+RQ_QUEUES: dict[str, dict[str, Any]] = {
     "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600, "SERIALIZER": "rq.serializers.JSONSerializer"},
 }
 # The Host's worker preloads the job code before forking work-horses (see runs/worker.py); django-rq keeps its

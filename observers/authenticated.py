@@ -23,12 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
+from asgiref.typing import WebSocketDisconnectEvent
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
 from django.http import HttpRequest
 from pydantic import BaseModel, ValidationError
 
@@ -48,6 +50,8 @@ from runs.services.timeline import publish_session_ended, session_group
 
 log = logging.getLogger(__name__)
 
+ClientMessageT = TypeVar("ClientMessageT", bound=BaseModel)
+
 
 def end_session_sockets(sender: Any, request: HttpRequest | None = None, **kwargs: Any) -> None:
     """`user_logged_out` receiver: close the sockets (and end the AG-UI event streams) opened with the session
@@ -57,8 +61,8 @@ def end_session_sockets(sender: Any, request: HttpRequest | None = None, **kwarg
         publish_session_ended(session.session_key)
 
 
-class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
-    client_message: ClassVar[type[BaseModel]]
+class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer, Generic[ClientMessageT]):
+    client_message: type[ClientMessageT]
     """What the browser may send; anything else closes the socket with 4400."""
 
     field_error_codes: ClassVar[dict[str, ErrorCode]] = {}
@@ -68,8 +72,8 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
     """Shown in the error message of a refused frame."""
 
     session_key: str | None = None
-    session_watch: asyncio.Task | None = None
-    refresher: asyncio.Task | None = None
+    session_watch: asyncio.Task[None] | None = None
+    refresher: asyncio.Task[None] | None = None
     sent_messages = 0
 
     async def connect(self) -> None:
@@ -87,14 +91,19 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
             await self.join(session_group(self.session_key))
         await self.accept()
         if self.session_key:
-            self.session_watch = asyncio.create_task(self._watch_session(user.pk))
+            self.session_watch = asyncio.create_task(self._watch_session(self.session_key, user.pk))
         self.refresher = asyncio.create_task(self._keep_joined())
         await self.opened()
+
+    @property
+    def user(self) -> User | AnonymousUser:
+        """The scope's user: Channels' lazy proxy of the session's user, which types-channels types as a base user."""
+        return cast("User | AnonymousUser", self.scope["user"])
 
     async def opened(self) -> None:
         """Called once an authenticated connection is accepted."""
 
-    async def receive_message(self, message: BaseModel) -> None:
+    async def receive_message(self, message: ClientMessageT) -> None:
         """Called with each frame that fits `client_message`."""
 
     async def dispatch(self, message: dict[str, Any]) -> None:
@@ -118,7 +127,7 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
         """Called every `HARNESS_SOCKET_REFRESH_SECONDS`, after the groups were joined again: send what lost messages
         said."""
 
-    async def websocket_disconnect(self, message: dict[str, Any]) -> None:
+    async def websocket_disconnect(self, message: WebSocketDisconnectEvent) -> None:
         for task in (self.session_watch, self.refresher):
             if task is not None:
                 task.cancel()
@@ -181,17 +190,17 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
                 await self.close(code=CLOSE_INTERNAL_ERROR)
                 return
 
-    async def _watch_session(self, user_pk: Any) -> None:
+    async def _watch_session(self, session_key: str, user_pk: Any) -> None:
         while True:
             await asyncio.sleep(settings.HARNESS_SOCKET_SESSION_CHECK_SECONDS)
             try:
-                still = await database_sync_to_async(session_user_pk)(self.session_key)
+                still = await database_sync_to_async(session_user_pk)(session_key)
             except Exception:
                 log.exception("could not re-check the session of a socket")
                 await self.close(code=CLOSE_INTERNAL_ERROR)
                 return
             if still != user_pk:
-                await self.session_ended({})
+                await self.session_ended(SessionEnded(type="session.ended"))
                 return
             if not await self.still_allowed():
                 return
@@ -202,7 +211,7 @@ class AuthenticatedJsonConsumer(AsyncJsonWebsocketConsumer):
         return True
 
 
-class NoSuchSocketConsumer(AuthenticatedJsonConsumer):
+class NoSuchSocketConsumer(AuthenticatedJsonConsumer[BaseModel]):
     """Every websocket path that matches no route, e.g. `/ws/executions/-1/`: 4404 instead of an HTTP 500."""
 
     async def opened(self) -> None:

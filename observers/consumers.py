@@ -44,7 +44,7 @@ def _status_frame(message: ExecutionStatusMessage) -> StatusFrame:
     return StatusFrame(type="status", execution=message["execution"], status=message["status"], runs=message["runs"])
 
 
-class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
+class ExecutionTimelineConsumer(AuthenticatedJsonConsumer[TimelineSubscribe]):
     """The timeline socket: the `FollowerOutput` of an `ExecutionFollower`, which it hands socket frames."""
 
     client_message = TimelineSubscribe
@@ -68,11 +68,12 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         return visible
 
     def _visible(self) -> bool:
-        return access.visible_executions(self.scope["user"]).filter(pk=self.execution_pk).exists()
+        return access.visible_executions(self.user).filter(pk=self.execution_pk).exists()
 
     async def disconnect(self, code: int) -> None:
-        if getattr(self, "follower", None) is not None:
-            await self.follower.leave()
+        # Set once the socket opened for a logged-in user.
+        if (follower := getattr(self, "follower", None)) is not None:
+            await follower.leave()
 
     async def receive_message(self, message: TimelineSubscribe) -> None:
         if self.follower.feed is not None:
@@ -120,7 +121,7 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer):
         await self.close(code=CLOSE_INTERNAL_ERROR)
 
 
-class ThreadListConsumer(AuthenticatedJsonConsumer):
+class ThreadListConsumer(AuthenticatedJsonConsumer[ThreadsSubscribe]):
     client_message = ThreadsSubscribe
     expected_shape = '{"type": "subscribe", "threads": [<thread pk>, ...]}'
 
@@ -152,7 +153,7 @@ class ThreadListConsumer(AuthenticatedJsonConsumer):
                     await self._send_status(status)
 
     def _visible_statuses(self) -> list[ThreadStatus]:
-        visible = access.visible_threads(self.scope["user"]).filter(pk__in=self.threads)
+        visible = access.visible_threads(self.user).filter(pk__in=self.threads)
         return read_side.thread_status_messages(visible.values_list("pk", flat=True))
 
     async def thread_status(self, message: ThreadStatus) -> None:
@@ -164,7 +165,7 @@ class ThreadListConsumer(AuthenticatedJsonConsumer):
                 await self._send_status(message)
 
     def _may_see(self, thread: int) -> bool:
-        return access.visible_threads(self.scope["user"]).filter(pk=thread).exists()
+        return access.visible_threads(self.user).filter(pk=thread).exists()
 
     async def _send_status(self, status: ThreadStatus) -> None:
         if status["thread"] in self.threads:
@@ -172,7 +173,7 @@ class ThreadListConsumer(AuthenticatedJsonConsumer):
         await self.send_json(status)
 
 
-class ApprovalsConsumer(AuthenticatedJsonConsumer):
+class ApprovalsConsumer(AuthenticatedJsonConsumer[ApprovalsSubscribe]):
     """The open requests of every thread, for the nav badge and the inbox of any page.
 
     A group message only says that something changed; the consumer reads the committed set itself, so the
@@ -206,7 +207,7 @@ class ApprovalsConsumer(AuthenticatedJsonConsumer):
 
     def _decidable_ids(self) -> list[int]:
         """The open requests the user may decide, as the badge and the inbox count them."""
-        decidable = access.scoped(open_requests(), self.scope["user"], TeamRole.APPROVER)
+        decidable = access.scoped(open_requests(), self.user, TeamRole.APPROVER)
         return list(decidable.values_list("pk", flat=True))
 
     async def _send_if_changed(self) -> None:

@@ -24,9 +24,11 @@ __all__ = ("SocketSessionMiddleware", "socket_auth_stack")
 class SocketSessionMiddleware(BaseMiddleware):
     """`scope["session"]` from the session cookie (`CookieMiddleware` must be above it)."""
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+    # types-channels types the scope as a stub-only TypedDict and `inner` as an ASGI 2 or 3 application; Channels
+    # calls `inner` ASGI 3 style, with the scope as a plain dict, as here.
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:  # type: ignore[override]
         scope = {**scope, "session": session_store(scope["cookies"].get(settings.SESSION_COOKIE_NAME))}
-        return await self.inner(scope, receive, send)
+        return await self.inner(scope, receive, send)  # type: ignore[arg-type,call-arg,misc]
 
 
 def socket_auth_stack(inner: Any) -> CookieMiddleware:

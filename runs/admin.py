@@ -14,9 +14,8 @@ from axes import admin as axes_admin
 from axes.models import AccessAttempt
 from django import forms
 from django.contrib import admin
-from django.db.models import QuerySet
-from django.http import HttpRequest
-from django.template.response import TemplateResponse
+from django.db.models import Field, QuerySet
+from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
@@ -65,7 +64,9 @@ class AgentProfileAdmin(admin.ModelAdmin):
 
 
 def _default(name: str) -> Any:
-    default = HostPolicyVersion._meta.get_field(name).default
+    field = HostPolicyVersion._meta.get_field(name)
+    assert isinstance(field, Field), f"{name} is a column of the policy version"
+    default = field.default
     return default() if callable(default) else default
 
 
@@ -176,7 +177,7 @@ class HostPolicyVersionInline(admin.TabularInline):
     extra = 0
     ordering = ["-number"]
     can_delete = False
-    fields = ["number", "created_at", "created_by", "comment", "changes"]
+    fields = ("number", "created_at", "created_by", "comment", "changes")
     readonly_fields = fields
     verbose_name_plural = "version history (newest first)"
 
@@ -257,7 +258,7 @@ class HostPolicyAdmin(admin.ModelAdmin):
 
     def render_change_form(
         self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any
-    ) -> TemplateResponse:
+    ) -> HttpResponse:
         form: HostPolicyForm = context["adminform"].form
         rules = form.rules_to_show()
         if rules is not None:
@@ -316,13 +317,13 @@ class DecisionAdmin(RecordAdmin):
 
     list_display = ["decided_at", "decided_by", "verdict", "request", "args_digest"]
     list_filter = ["verdict", "decided_by"]
-    readonly_fields = [
+    readonly_fields = (
         *(field.name for field in Decision._meta.fields if field.name not in _DECISION_VALUES),
         "shown_override_args",
         "shown_approved_args",
         "shown_result",
         "shown_message",
-    ]
+    )
     fields = readonly_fields  # a view-only page would otherwise show every model field as stored
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Decision]:
@@ -351,10 +352,10 @@ class DeferredRequestAdmin(RecordAdmin):
 
     list_display = ["created_at", "tool_name", "kind", "status", "execution", "expires_at"]
     list_filter = ["status", "kind", "tool_name"]
-    readonly_fields = [
+    readonly_fields = (
         *(field.name for field in DeferredRequest._meta.fields if field.name != "args"),
         "shown_args",
-    ]
+    )
     fields = readonly_fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[DeferredRequest]:
@@ -365,7 +366,7 @@ class DeferredRequestAdmin(RecordAdmin):
         return _masked(deferred.args, deferred.execution)
 
 
-class AccessAttemptAdmin(axes_admin.AccessAttemptAdmin):
+class AccessAttemptAdmin(axes_admin.AccessAttemptAdmin):  # type: ignore[misc]  # axes ships no types: Any
     """django-axes' failed-login records, whose clean-up action deletes records and so needs the delete permission
     (axes declares none: anyone who may view them could run it)."""
 

@@ -70,7 +70,7 @@ class PendingRow:
     @property
     def masked(self) -> bool:
         """Whether the policy hides part of the arguments from the approver."""
-        return self.args != self.request.args
+        return bool(self.args != self.request.args)
 
     @property
     def is_approval(self) -> bool:

@@ -7,14 +7,14 @@ from runs.services.lifecycle import open_requests
 from runs.services.store import access, queueing
 
 
-def pending_approvals(request: HttpRequest) -> dict:
+def pending_approvals(request: HttpRequest) -> dict[str, int]:
     """How many deferred requests wait for the user's answer, for the badge on the Approvals link."""
     if not request.user.is_authenticated:
         return {}
     return {"pending_approvals": access.scoped(open_requests(), request.user, TeamRole.APPROVER).count()}
 
 
-def queue_state(request: HttpRequest) -> dict:
+def queue_state(request: HttpRequest) -> dict[str, bool]:
     """Whether the queue (Redis) is unreachable, for the banner every page shows then (cached, never slow)."""
     if not request.user.is_authenticated:
         return {}

@@ -11,7 +11,7 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.http import QueryDict
 
 from runs.models import AgentProfile, Thread, Verdict
@@ -50,14 +50,15 @@ def _input_field(**options: Any) -> forms.CharField:
     return forms.CharField(max_length=MAX_INPUT_CHARS, validators=[multi_line_text], **options)
 
 
+class ProfileChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: AgentProfile) -> str:
+        return f"{obj.name} ({obj.model})"
+
+
 class NewThreadForm(StartForm):
-    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.order_by("name"), empty_label=None)
+    profile = ProfileChoiceField(queryset=AgentProfile.objects.order_by("name"), empty_label=None)
     title = _title_field()
     input = _input_field(required=False)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["profile"].label_from_instance = lambda profile: f"{profile.name} ({profile.model})"
 
 
 class NewExecutionForm(StartForm):
@@ -122,10 +123,12 @@ class AgentProfileForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         # Read per form: the registry is code, but a profile saved earlier may name a tool since removed.
         names = set(toolbox.tool_names()) | set(self.instance.enabled_tools or [])
-        self.fields["enabled_tools"].choices = [(name, name) for name in sorted(names)]
+        tools = self.fields["enabled_tools"]
+        assert isinstance(tools, forms.MultipleChoiceField)
+        tools.choices = [(name, name) for name in sorted(names)]
 
     def clean_name(self) -> str:
-        name = self.cleaned_data["name"]
+        name: str = self.cleaned_data["name"]
         variable = profile_key_variable(name)
         others = AgentProfile.objects.exclude(pk=self.instance.pk).values_list("name", flat=True)
         # Else a new profile could be given the key of an existing one, and send it to its own base URL.
@@ -137,13 +140,14 @@ class AgentProfileForm(forms.ModelForm):
         return name
 
     def clean_base_url(self) -> str:
-        base_url = self.cleaned_data["base_url"]
+        base_url: str = self.cleaned_data["base_url"]
         if problem := base_url_problem(base_url):
             raise forms.ValidationError(problem)
         return base_url
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         if "model" in cleaned and "base_url" not in self.errors:
             # Checked against this process's environment; the worker's must provide the same packages and keys.
             choice = ModelChoice(cleaned["model"], cleaned.get("base_url") or "", cleaned.get("name") or "")
@@ -176,6 +180,8 @@ class DecisionSetForm(forms.Form):
     choice needs, `decision-n-args` (edited arguments, a JSON object), `decision-n-result` (external
     result, any JSON), `decision-n-answer` (text) or `decision-n-message` (the denial message).
     """
+
+    data: QueryDict  # always bound to request.POST
 
     checkpoint = forms.IntegerField(min_value=1, max_value=MAX_DB_INTEGER)
     submission_key = forms.CharField(max_length=100)
@@ -260,15 +266,19 @@ class AuditFilterForm(forms.Form):
     date_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     date_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
 
-    def __init__(self, *args: Any, viewer: AbstractBaseUser | AnonymousUser, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, viewer: User | AnonymousUser, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Only the viewer's teams: their threads, and the people who could have acted on them.
         self.viewer = viewer
-        self.fields["thread"].queryset = access.scoped(self.fields["thread"].queryset, viewer)
-        self.fields["user"].queryset = access.visible_users(viewer).order_by("username")
+        thread, user = self.fields["thread"], self.fields["user"]
+        assert isinstance(thread, forms.ModelChoiceField) and isinstance(user, forms.ModelChoiceField)
+        assert thread.queryset is not None
+        thread.queryset = access.scoped(thread.queryset, viewer)
+        user.queryset = access.visible_users(viewer).order_by("username")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         for name in ("date_from", "date_to"):
             day = data.get(name)
             if day is not None and not EARLIEST_DAY <= day <= LATEST_DAY:

@@ -9,18 +9,19 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.forms import Form
+from django.forms import Form, ModelChoiceField
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from runs.forms import MAX_INPUT_CHARS, TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
+from runs.forms import TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
 from runs.models import Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
 from runs.services.lifecycle import can_decide, cancellation, executions, starts
 from runs.services.reports import failures, provenance, timeline_page
 from runs.services.store import access, checkpoints, queueing
 from runs.services.store.access import Action, get_visible_or_404
 from runs.services.timeline import read_side
+from runs.validators import MAX_INPUT_CHARS
 
 THREADS_PER_PAGE = 25
 CHECKPOINTS_PER_PAGE = 20
@@ -60,7 +61,9 @@ def threads(request: HttpRequest) -> HttpResponse:
 def create_thread(request: HttpRequest) -> HttpResponse:
     form = NewThreadForm(request.POST)
     # A profile the user may not start on is refused like one that does not exist.
-    form.fields["profile"].queryset = access.visible_profiles(request.user, Action.START).order_by("name")
+    profiles = form.fields["profile"]
+    assert isinstance(profiles, ModelChoiceField)
+    profiles.queryset = access.visible_profiles(request.user, Action.START).order_by("name")
     if not form.is_valid():
         return _refused(request, form, "The thread was not created.")
     data = form.cleaned_data
@@ -85,7 +88,7 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     contents = provenance.checkpoint_contents(checkpoints.object_list)
     for checkpoint in checkpoints.object_list:
-        checkpoint.contents = contents[checkpoint.pk]
+        checkpoint.contents = contents[checkpoint.pk]  # type: ignore[attr-defined]  # for the template only
     return render(
         request,
         "runs/thread.html",

@@ -20,6 +20,7 @@ Selected with `RQ = {"WORKER_CLASS": "runs.worker.HostWorker"}` in the settings.
 from typing import Any
 
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.client import Pipeline
 from redis.retry import Retry
 from rq import Worker, worker_registration
 from rq.job import Job
@@ -40,7 +41,7 @@ JOB_MONITORING_INTERVAL_SECONDS = 10
 class HostWorker(Worker):
     """An RQ worker whose work-horses start with the Host's code loaded and which outlives Redis restarts."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         toolbox.tool_names()
         kwargs.setdefault("job_monitoring_interval", JOB_MONITORING_INTERVAL_SECONDS)
         # Whatever the command line says (`rqworker` defaults to pickle): only JSON Host jobs are ever decoded.
@@ -49,7 +50,7 @@ class HostWorker(Worker):
         super().__init__(*args, **kwargs)
         self.connection.set_retry(_retry(RETRY_FOREVER))
 
-    def heartbeat(self, timeout=None, pipeline=None) -> None:
+    def heartbeat(self, timeout: int | None = None, pipeline: Pipeline | None = None) -> None:
         if not self.is_horse and self.birth_date is not None and not self.connection.hexists(self.key, "birth"):
             self._register_again()
         super().heartbeat(timeout, pipeline)
@@ -73,7 +74,7 @@ class HostWorker(Worker):
 
     def teardown(self) -> None:
         self.connection.set_retry(_retry(RETRIES_WHEN_STOPPING))
-        super().teardown()
+        super().teardown()  # type: ignore[no-untyped-call]  # rq leaves it unannotated
 
 
 def _retry(retries: int) -> Retry:

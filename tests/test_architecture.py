@@ -1,6 +1,6 @@
 """Architecture rules run with the test suite: the import contracts hold (import-linter: the pure packages stay pure,
-the layers and the services' layers, migrations without the project's code), the code is linted, and the pure
-packages' type annotations hold (mypy with the pydantic plugin, configured in pyproject.toml)."""
+the layers and the services' layers, migrations without the project's code), the code is linted, and the type
+annotations hold (mypy with the pydantic and django-stubs plugins over every package, configured in pyproject.toml)."""
 
 import ast
 import shutil
@@ -79,7 +79,7 @@ def test_ruff_format_is_clean():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_the_pure_packages_type_check(settings):
+def test_the_project_type_checks(settings):
     assert (BIN / "mypy").exists(), "mypy is not installed: run bin/setup"
     # Its cache goes to this run's var directory: runs in parallel must not share one.
     result = run(str(BIN / "mypy"), "--cache-dir", str(settings.HARNESS_VAR_DIR / "mypy_cache"))

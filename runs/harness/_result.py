@@ -242,6 +242,7 @@ class HarnessRunResult(Generic[OutputT]):
 
     def output_or_raise(self) -> OutputT:
         self.raise_for_status()
+        # Completed, so the output is set; None only when OutputT itself allows it.
         return self.output  # type: ignore[return-value]
 
     def output_json(self) -> bytes:
@@ -252,6 +253,7 @@ class HarnessRunResult(Generic[OutputT]):
             return NotImplemented
         return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
 
+    # Unhashable, since equality compares values; typeshed declares `__hash__` a method only.
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:

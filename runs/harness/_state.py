@@ -243,6 +243,7 @@ class HarnessState(BaseModel):
         return deepcopy(self.__pydantic_extra__)
 
     def __getattr__(self, name: str) -> Any:
+        # pydantic defines BaseModel.__getattr__ only where type checkers do not look.
         value = super().__getattr__(name)  # type: ignore[misc]
         return deepcopy(value) if name in (self.__pydantic_extra__ or {}) else value
 

@@ -12,7 +12,7 @@ from django.contrib.auth.models import AnonymousUser
 
 from runs.models import DeferredRequest, DeferredStatus
 from runs.services.timeline import APPROVALS_GROUP
-from tests.factories import suspended_execution
+from tests.factories import create_decider, suspended_execution
 from tests.web.test_timeline_socket import as_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,7 +41,8 @@ async def test_a_visitor_who_is_not_logged_in_is_turned_away():
 
 
 async def test_the_open_requests_come_on_connect_and_after_every_change_that_alters_them(django_user_model):
-    user = await sync_to_async(django_user_model.objects.create_user)("viewer", password="pw-viewer-1")
+    # The socket counts what its user may decide.
+    user = await sync_to_async(create_decider)(django_user_model, "decider", "pw-decider-1")
     first = await sync_to_async(suspended_execution)(title="first")
     communicator = await connect(user)
     opened = sorted(request.pk for request in first.requests.values())

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from agui_api import issuing
-from agui_api.models import ApiToken, TokenScope
+from agui_api.models import NAME_MAX_LENGTH, ApiToken, TokenScope
 from runs.checks import MAX_TOKEN_DAYS
 from runs.terminal_text import printable
 
@@ -57,8 +57,8 @@ class Command(BaseCommand):
     def _issue(self, username: str, name: str, scope: str, days: int) -> None:
         if not 1 <= days <= MAX_TOKEN_DAYS:
             raise CommandError(f"--days must be from 1 to {MAX_TOKEN_DAYS}, not {days}.")
-        if not name.strip() or len(name) > ApiToken._meta.get_field("name").max_length:
-            raise CommandError("--name must be 1 to 100 characters.")
+        if not name.strip() or len(name) > NAME_MAX_LENGTH:
+            raise CommandError(f"--name must be 1 to {NAME_MAX_LENGTH} characters.")
         user = _user(username)
         if not user.is_active:
             raise CommandError(f"User {username!r} is inactive: a token of theirs would not authenticate.")

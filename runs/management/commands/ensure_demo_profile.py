@@ -1,5 +1,7 @@
 """Create the demo agent profile for a local install, so the AG-UI example and the New thread form work at once."""
 
+from typing import Any
+
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
@@ -10,7 +12,7 @@ from runs.models import AgentProfile
 class Command(BaseCommand):
     help = "Create the demo agent profile (offline demo model, every host tool) if no profile has its name."
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         if settings.PRODUCTION:
             self.stdout.write("HARNESS_ENV=production: no demo profile; create yours with manage.py harness_profile.")
             return

@@ -8,8 +8,9 @@ checkpoints, as if its worker had been killed: once its lease expires the sweepe
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from runs.demo_profile import ensure_demo_profile
 from runs.demo_team import DEMO_TEAM, VIEWER_PASSWORD, VIEWER_USERNAME, ensure_demo_team
@@ -48,12 +49,12 @@ class CrashAfter:
 class Command(BaseCommand):
     help = "Create the demo profile and start demo executions, one of them recovered after a simulated crash."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--wait", type=float, default=0, metavar="SECONDS", help="wait until every demo execution settled"
         )
 
-    def handle(self, *args, wait: float = 0, **options):
+    def handle(self, *args: Any, wait: float = 0, **options: Any) -> None:
         profile = ensure_demo_profile()
         started: list[Execution] = []
         with queueing.reporting() as dispatch:

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import NON_FIELD_ERRORS
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.forms import model_to_dict
 
 from runs.forms import AgentProfileForm
 from runs.models import AgentProfile
 from runs.services.store import toolbox
 
-FIELDS = AgentProfileForm._meta.fields
+FIELDS = AgentProfileForm.Meta.fields
 
 
 class Command(BaseCommand):
@@ -26,7 +26,7 @@ class Command(BaseCommand):
         "(e.g. harness_profile support --model openai:gpt-4o --tools lookup_record,search_records)."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", help="the profile's name (letters, digits, - and _)")
         parser.add_argument("--model", help='"demo", or a pydantic-ai model string such as openai:gpt-4o')
         parser.add_argument("--base-url", help="an OpenAI-compatible server's address; empty for the provider's own")

@@ -7,9 +7,9 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from redis.exceptions import RedisError
 
@@ -48,12 +48,12 @@ def sole_sweeper_on_sqlite() -> IO[str] | None:
 class Command(BaseCommand):
     help = "Find runs whose worker died (expired lease), close their timeline lanes and start recovery runs."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--loop", type=float, metavar="SECONDS", help="sweep again every SECONDS until stopped (Ctrl-C)"
         )
 
-    def handle(self, *args, loop: float | None = None, **options):
+    def handle(self, *args: Any, loop: float | None = None, **options: Any) -> None:
         lock = sole_sweeper_on_sqlite()
         try:
             if loop is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runs.demo_profile import DEMO_PROFILE, ensure_demo_profile
 from runs.models import AgentProfile, Execution, ExecutionStatus, TimelineEvent
@@ -19,18 +19,19 @@ _ENDED = (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CAN
 class Command(BaseCommand):
     help = 'Start an execution with PROMPT and follow its timeline (e.g. harness_run "look up REC-42").'
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("prompt")
         parser.add_argument("--profile", default=DEMO_PROFILE, help="agent profile name (default: the demo)")
         parser.add_argument("--timeout", type=float, default=300, help="stop following after this many seconds")
 
-    def handle(self, *args, prompt: str, profile: str, timeout: float, **options):
+    def handle(self, *args: Any, prompt: str, profile: str, timeout: float, **options: Any) -> None:
         if profile == DEMO_PROFILE:
             chosen = ensure_demo_profile()
         else:
-            chosen = AgentProfile.objects.filter(name=profile).first()
-            if chosen is None:
+            found = AgentProfile.objects.filter(name=profile).first()
+            if found is None:
                 raise CommandError(f"no agent profile named {profile!r}")
+            chosen = found
         thread = executions.create_thread(chosen, title=prompt[:80])
         with queueing.reporting() as dispatch:
             execution = executions.start_execution(thread, prompt)
@@ -78,7 +79,8 @@ def describe(event: dict[str, Any]) -> str | None:
     if kind == "TEXT_MESSAGE_START":
         return f"{who}assistant: "
     if kind in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"):
-        return event["delta"]
+        delta: str = event["delta"]
+        return delta
     if kind == "REASONING_MESSAGE_START":
         return f"{who}thinking: "
     if kind in ("TEXT_MESSAGE_END", "REASONING_MESSAGE_END"):

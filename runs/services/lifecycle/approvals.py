@@ -19,9 +19,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet
@@ -30,7 +30,7 @@ from django.utils.crypto import salted_hmac
 from pydantic import ValidationError
 from pydantic_ai import ToolApproved, ToolDenied, ToolFailed
 
-from runs.harness import DeferredToolResume, PendingDeferredCalls
+from runs.harness import DeferredToolResume, HarnessRunResultEvent, PendingDeferredCalls
 from runs.models import (
     Decision,
     DecisionSubmission,
@@ -127,7 +127,7 @@ def tool_parameters_schema(tool_name: str) -> dict[str, Any] | None:
     return tool.tool_def.parameters_json_schema if tool is not None else None
 
 
-def can_decide(user: AbstractBaseUser | AnonymousUser, execution: Execution) -> bool:
+def can_decide(user: User | AnonymousUser, execution: Execution) -> TypeGuard[User]:
     """Whether `user` may answer the requests of `execution`: an approver of its thread's team."""
     return access.can(user, access.Action.DECIDE, execution)
 
@@ -170,7 +170,7 @@ def submit_decisions(
     checkpoint_id: int | None,
     key: str,
     answers: Sequence[Answer],
-    user: AbstractBaseUser | AnonymousUser,
+    user: User | AnonymousUser,
 ) -> DecisionSubmission:
     """Record the operator part of a set, complete, and start the resuming Run once no Host-managed child's
     request is left open; `SubmissionRejected` changes nothing."""
@@ -192,7 +192,7 @@ def expire_overdue_requests(now: datetime | None = None) -> int:
     return sum(expire_request_set(execution_id, checkpoint_id) for execution_id, checkpoint_id in overdue_sets(now))
 
 
-def overdue_sets(now: datetime) -> list[tuple[int, int | None]]:
+def overdue_sets(now: datetime) -> list[tuple[int, int]]:
     """(execution pk, checkpoint pk) of every request set with a pending request past its expiry."""
     overdue = (
         DeferredRequest.objects.filter(status=DeferredStatus.PENDING, expires_at__lte=now)
@@ -202,7 +202,7 @@ def overdue_sets(now: datetime) -> list[tuple[int, int | None]]:
     return list(overdue)
 
 
-def expire_request_set(execution_id: int, checkpoint_id: int | None) -> bool:
+def expire_request_set(execution_id: int, checkpoint_id: int) -> bool:
     """Answer the operator part of one overdue set with denials only; False if it was superseded or cannot be
     answered.
 
@@ -247,7 +247,7 @@ def _accept(
     checkpoint_id: int | None,
     key: str,
     answers: Sequence[Answer],
-    user: AbstractBaseUser | AnonymousUser,
+    user: User,
 ) -> DecisionSubmission:
     execution = Execution.objects.select_for_update().select_related("thread").get(pk=execution.pk)
     if DecisionSubmission.objects.filter(key=key).exists():
@@ -387,7 +387,8 @@ def _check_size(label: str, what: str, value: Any) -> None:
 def _suspended_requests(run_id: int) -> PendingDeferredCalls:
     """The exact requests the suspended run returned, from its terminal journal item."""
     entry = JournalEntry.objects.filter(run_id=run_id, kind="result.suspended").order_by("-index").first()
-    deferred = getattr(decoded(entry).result, "deferred", None) if entry is not None else None
+    event = decoded(entry) if entry is not None else None
+    deferred = event.result.deferred if isinstance(event, HarnessRunResultEvent) else None
     if deferred is None:
         raise SubmissionRejected(
             "The suspended run's requests are not in its journal; this set cannot be answered.", code="unavailable"
@@ -395,7 +396,9 @@ def _suspended_requests(run_id: int) -> PendingDeferredCalls:
     return deferred
 
 
-def _native_results(requests: Sequence[DeferredRequest], answers: Sequence[Answer]) -> tuple[dict, dict]:
+def _native_results(
+    requests: Sequence[DeferredRequest], answers: Sequence[Answer]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     approvals: dict[str, Any] = {}
     calls: dict[str, Any] = {}
     for request, answer in _paired(requests, answers):
@@ -421,7 +424,7 @@ def _record(
     answers: Sequence[Answer],
     *,
     key: str,
-    user: AbstractBaseUser | None,
+    user: User | None,
     request_status: str,
     timeline: bool = True,
     child: Execution | None = None,
@@ -481,7 +484,7 @@ def _answer_of(request: DeferredRequest) -> Answer:
 
 
 def record_cancellation(
-    execution: Execution, requests: Sequence[DeferredRequest], *, user: AbstractBaseUser | None
+    execution: Execution, requests: Sequence[DeferredRequest], *, user: User | None
 ) -> DecisionSubmission:
     """Inside the cancelling transaction: the open set answered `cancelled` by `user` (None: the host).
 
@@ -501,7 +504,7 @@ def _store(
     answers: Sequence[Answer],
     *,
     key: str,
-    user: AbstractBaseUser | None,
+    user: User | None,
     request_status: str,
 ) -> DecisionSubmission:
     decided_by = user if user is not None and user.is_authenticated else None

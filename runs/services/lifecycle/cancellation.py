@@ -12,7 +12,9 @@ user), and a child that ends cancelled answers its parent's call with a failure 
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
@@ -33,7 +35,7 @@ from .children import answer_parent
 __all__ = ("cancel_execution", "drop_unseen_request")
 
 
-def cancel_execution(execution: Execution, *, user: AbstractBaseUser | AnonymousUser | None) -> bool:
+def cancel_execution(execution: Execution, *, user: User | AnonymousUser | None) -> bool:
     """Cancel, or ask to cancel, an active execution; False when it had already ended.
 
     `user` is the person asking (None: the host itself, e.g. a command). `PermissionDenied` for a waiting
@@ -49,7 +51,7 @@ def cancel_execution(execution: Execution, *, user: AbstractBaseUser | Anonymous
         if waiting and user is not None and not can_decide(user, execution):
             raise PermissionDenied("Cancelling a waiting execution needs the approver role in the thread's team.")
         now = timezone.now()
-        changes = {"cancel_requested": True, "cancelled_by": cancelled_by, "cancelled_at": now}
+        changes: dict[str, Any] = {"cancel_requested": True, "cancelled_by": cancelled_by, "cancelled_at": now}
         if waiting:
             changes |= {"status": ExecutionStatus.CANCELLED, "finished_at": now}
             if open_set := pending_requests(locked):

@@ -87,6 +87,7 @@ def _first(key: str, user: Any) -> Started | None:
         return None
     if submission.submitted_by_id != getattr(_user_or_none(user), "pk", None):
         raise StartRefused("This form was already used by someone else; reload the page and submit it again.")
+    assert submission.thread is not None, "a submission's thread is stored in the transaction that creates it"
     return Started(submission.thread, submission.execution, repeated=True)
 
 

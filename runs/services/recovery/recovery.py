@@ -158,14 +158,15 @@ def continue_execution(execution: Execution, *, now: datetime) -> str | None:
     with transaction.atomic():
         # Only the execution's row is locked (not its policy version's, which other executions share); one
         # that another sweeper holds is skipped in this pass.
-        execution = (
+        locked = (
             Execution.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related("policy_version", "thread")
             .filter(pk=execution.pk)
             .first()
         )
-        if execution is None:
+        if locked is None:
             return None
+        execution = locked
         dead = execution.runs.order_by("-number").first()
         if execution.status != ExecutionStatus.RECOVERING or dead is None or dead.status != RunStatus.ABANDONED:
             return None

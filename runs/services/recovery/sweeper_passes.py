@@ -13,6 +13,7 @@ from datetime import datetime
 
 import django_rq
 from django.utils import timezone
+from redis import Redis
 
 __all__ = ("last_passes", "record_pass")
 
@@ -20,7 +21,7 @@ KEY_PREFIX = "harness:sweeper:"
 KEY_TTL_SECONDS = 600
 
 
-def _connection():
+def _connection() -> Redis:
     return django_rq.get_connection("default")
 
 
@@ -36,7 +37,7 @@ def last_passes() -> dict[str, datetime]:
     keys = list(connection.scan_iter(match=f"{KEY_PREFIX}*", count=100))
     values = connection.mget(keys) if keys else []
     return {
-        key.decode()[len(KEY_PREFIX) :]: datetime.fromisoformat(value.decode())
+        key.decode()[len(KEY_PREFIX) :]: datetime.fromisoformat(value if isinstance(value, str) else value.decode())
         for key, value in zip(keys, values, strict=True)
         if value is not None
     }

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any, TypeVar
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
@@ -33,9 +33,9 @@ class AuditFilters:
     """Thread, user (who decided, cancelled or published) and an inclusive day range; None = any. `viewer`: whose
     teams the rows come from (None: every team's, for the Host itself)."""
 
-    viewer: AbstractBaseUser | AnonymousUser | None = None
+    viewer: User | AnonymousUser | None = None
     thread: Thread | None = None
-    user: AbstractBaseUser | None = None
+    user: User | None = None
     date_from: date | None = None
     date_to: date | None = None
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic_ai import Tool, ToolCallPart
 
-from runs.harness import ApprovalPolicy, ApprovalRule, decode_item
+from runs.harness import ApprovalPolicy, ApprovalRule, HarnessEvent, decode_item
 from runs.models import DeferredKind, DeferredRequest, Execution, JournalEntry
 
 from ..timeline.redaction import redactor_for
@@ -98,7 +98,7 @@ def dry_run(rules: tuple[ApprovalRule, ...], *, last: int, tools: Mapping[str, T
     calls = []
     for execution_pk, run_id, payload, codec_version in entries.iterator():
         item = decode_item(payload, codec_version)
-        part = getattr(item.event, "part", None)
+        part = getattr(item.event, "part", None) if isinstance(item, HarnessEvent) else None
         if item.run_id != run_id or not isinstance(part, ToolCallPart) or part.tool_name not in tools:
             continue
         key = (execution_pk, part.tool_call_id)

@@ -66,18 +66,17 @@ def checkpoint_contents(rows: Iterable[Checkpoint]) -> dict[int, CheckpointConte
     counts: dict[int, int] = {}
 
     def messages(pk: int) -> int:
-        chain = []
+        chain: list[tuple[Checkpoint, int]] = []  # deltas, each with its parent's pk
         while pk not in counts:
             row = Checkpoint.objects.only("parent_id", "state_json", "history_delta").get(pk=pk)
-            chain.append(row)
             if row.parent_id is None:
                 counts[row.pk] = len(json.loads(row.state_json).get("message_history", []))
-                chain.pop()
                 break
+            chain.append((row, row.parent_id))
             pk = row.parent_id
-        for row in reversed(chain):
-            counts[row.pk] = counts[row.parent_id] + len(json.loads(row.history_delta or "[]"))
-        return counts[chain[0].pk] if chain else counts[pk]
+        for row, parent_pk in reversed(chain):
+            counts[row.pk] = counts[parent_pk] + len(json.loads(row.history_delta or "[]"))
+        return counts[chain[0][0].pk] if chain else counts[pk]
 
     pending = dict(
         Checkpoint.objects.filter(pk__in=[row.pk for row in rows])

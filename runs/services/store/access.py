@@ -11,11 +11,13 @@ simply not found: pages answer 404 and sockets `not_found`, exactly as for an ob
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, TypeVar
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth import models as auth
+from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Model, QuerySet
 from django.http import Http404
 
@@ -54,7 +56,7 @@ __all__ = (
 DECIDE_PERMISSION = "runs.decide_deferred"
 
 M = TypeVar("M", bound=Model)
-User = AbstractBaseUser | AnonymousUser
+User = auth.User | auth.AnonymousUser
 
 
 class Action(StrEnum):
@@ -103,7 +105,7 @@ def _raised(role: int, user: User) -> int:
     return role
 
 
-def _team_ids(user: User, minimum: TeamRole) -> QuerySet[Membership]:
+def _team_ids(user: User, minimum: TeamRole) -> QuerySet[Membership, Mapping[str, Any]]:
     """The pks of the teams where `user` has at least `minimum`, as a subquery."""
     if not (user.is_authenticated and user.is_active):
         return Membership.objects.none().values("team")
@@ -145,7 +147,7 @@ def get_visible_or_404(queryset: QuerySet[M], user: User, **lookup: Any) -> M:
     """The one row of `queryset` matching `lookup` that `user` may see; 404 if none (absent or another team's)."""
     try:
         return scoped(queryset, user).get(**lookup)
-    except queryset.model.DoesNotExist:
+    except ObjectDoesNotExist:
         raise Http404(f"No {queryset.model._meta.verbose_name} matches the given query.") from None
 
 
@@ -153,8 +155,10 @@ def team_of(obj: Model) -> int:
     """The pk of the team `obj` belongs to."""
     path = _TEAM_PATHS[type(obj)]
     if path == "pk":
-        return obj.pk
-    return type(obj).objects.filter(pk=obj.pk).values_list(path, flat=True).get()
+        pk: int = obj.pk
+        return pk
+    team: int = type(obj)._default_manager.filter(pk=obj.pk).values_list(path, flat=True).get()
+    return team
 
 
 def role_in(user: User, team: Team | int) -> TeamRole | None:

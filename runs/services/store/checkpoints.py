@@ -154,6 +154,7 @@ def create(
                 tip.base_bytes,
                 tip.delta_bytes + size,
             )
+            assert chain is not None, "the tip came from the chain"
             chain.tip = new_tip
             return checkpoint
     state_json = state.model_dump_json()

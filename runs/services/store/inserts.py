@@ -33,6 +33,7 @@ class EncodedJson(str):
 def _verbatim_encoder(encoder: type[json.JSONEncoder] | None) -> type[json.JSONEncoder]:
     base = encoder or json.JSONEncoder
 
+    # A base class only known at run time: mypy takes no variable for a base class.
     class Verbatim(base):  # type: ignore[valid-type,misc]
         def encode(self, o: Any) -> str:
             return str(o) if isinstance(o, EncodedJson) else super().encode(o)
@@ -40,13 +41,14 @@ def _verbatim_encoder(encoder: type[json.JSONEncoder] | None) -> type[json.JSONE
     return Verbatim
 
 
-def _adapter(field: models.Field) -> Callable[[Any], Any] | None:
+def _adapter(field: models.Field[Any, Any]) -> Callable[[Any], Any] | None:
     ops = connection.ops
     if isinstance(field, models.DateTimeField):
         return ops.adapt_datetimefield_value
     if isinstance(field, models.JSONField):
         # Both backends encode through `json.dumps(value, cls=encoder)`; this encoder passes encoded text through.
-        encoder = _verbatim_encoder(field.encoder)
+        # mypy does not see a class as Hashable (python/mypy#11470).
+        encoder = _verbatim_encoder(field.encoder)  # type: ignore[arg-type]
         return lambda value: ops.adapt_json_value(value, encoder)
     return None
 
@@ -63,10 +65,10 @@ def insert_rows(
         return []
     meta = model._meta
     quote = connection.ops.quote_name
-    columns = [meta.get_field(name) for name in fields]
+    columns = [_column(model, name) for name in fields]
     adapters = [(position, adapt) for position, field in enumerate(columns) if (adapt := _adapter(field))]
-    head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(field.column) for field in columns)}) "
-    tail = f" RETURNING {', '.join(quote(meta.get_field(name).column) for name in returning)}" if returning else ""
+    head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(_name(field)) for field in columns)}) "
+    tail = f" RETURNING {', '.join(quote(_name(_column(model, name))) for name in returning)}" if returning else ""
     if adapters:
         rows = [_adapted(row, adapters) for row in rows]
     if connection.vendor == "postgresql":
@@ -88,12 +90,25 @@ def insert_rows(
         if not returning:
             database.executemany(f"{head}VALUES {mark}", rows)
             return returned
-        per_statement = max(1, connection.features.max_query_params // len(columns))
+        limit = connection.features.max_query_params
+        assert limit is not None, "SQLite limits the parameters of a statement"
+        per_statement = max(1, limit // len(columns))
         for start in range(0, len(rows), per_statement):
             chunk = rows[start : start + per_statement]
             values = ", ".join([mark] * len(chunk))
             returned += database.execute(f"{head}VALUES {values}{tail}", [v for row in chunk for v in row]).fetchall()
     return returned
+
+
+def _column(model: type[models.Model], name: str) -> models.Field[Any, Any]:
+    field = model._meta.get_field(name)
+    assert isinstance(field, models.Field), f"{name} is the far side of a relation, not a column"
+    return field
+
+
+def _name(field: models.Field[Any, Any]) -> str:
+    assert field.column is not None, f"{field.name} has no column"
+    return field.column
 
 
 def _adapted(row: Sequence[Any], adapters: list[tuple[int, Callable[[Any], Any]]]) -> list[Any]:

@@ -186,7 +186,10 @@ def _page(run_pk: int, after: int, through: int | None) -> list[tuple[int, str, 
 
 def _decoded_page(run_pk: int, after: int, through: int | None) -> list[tuple[int, HarnessStreamEvent[Any]]]:
     # Decoded here, in the database thread: a result may need its checkpoint read.
-    return [(index, _decode(run_pk, index, *row)) for index, *row in _page(run_pk, after, through)]
+    return [
+        (index, _decode(run_pk, index, payload, codec_version))
+        for index, payload, codec_version in _page(run_pk, after, through)
+    ]
 
 
 async def read_prefix(run: Run, *, through: int | None = None) -> AsyncIterator[HarnessStreamEvent[Any]]:

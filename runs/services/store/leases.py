@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from runs.models import Execution, ExecutionStatus, Run, RunStatus
@@ -35,7 +36,7 @@ class Lease:
     seconds: int
 
 
-def _held(lease: Lease):
+def _held(lease: Lease) -> QuerySet[Run]:
     return Run.objects.filter(pk=lease.run_pk, lease_token=lease.token, lease_expires_at__gt=timezone.now())
 
 

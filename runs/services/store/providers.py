@@ -220,6 +220,7 @@ def build_model(choice: ModelChoice, environ: Mapping[str, str] | None = None) -
     def provider_at_base_url(name: str) -> Provider[Any]:
         if name != choice.provider_name:
             return infer_provider(name)
+        # The providers reached here are OpenAI-compatible ones, which take both; `Provider` itself declares neither.
         return infer_provider_class(name)(base_url=base_url, api_key=choice.api_key(environ))  # type: ignore[call-arg]
 
     return infer_model(choice.model, provider_factory=provider_at_base_url)

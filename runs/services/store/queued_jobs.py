@@ -36,7 +36,7 @@ class RefusedJob(DeserializationError):
 class HostJob(Job):
     def _deserialize_data(self) -> None:
         try:
-            super()._deserialize_data()
+            super()._deserialize_data()  # type: ignore[no-untyped-call]  # rq leaves it unannotated
         except DeserializationError:
             self._forget_payload()
             raise RefusedJob(f"job {self.id}: its payload is not a job in JSON") from None

@@ -122,7 +122,7 @@ def enqueue_run(run: Run) -> None:
 
 def queue_reachable() -> bool:
     """Whether Redis answered a ping within PING_TIMEOUT_SECONDS, remembered for REACHABLE_CACHE_SECONDS."""
-    known = cache.get(REACHABLE_CACHE_KEY)
+    known: bool | None = cache.get(REACHABLE_CACHE_KEY)
     if known is None:
         known = _ping()
         _remember_reachable(known)

@@ -35,7 +35,7 @@ import functools
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol, TypeGuard
+from typing import Protocol, TypeGuard, cast
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
@@ -107,11 +107,13 @@ class ExecutionFeed:
         self.execution_pk = execution_pk
         self.group = execution_group(execution_pk)
         self.key = (asyncio.get_running_loop(), execution_pk)
-        self.layer = get_channel_layer()
+        layer = get_channel_layer()
+        assert layer is not None, "the settings configure a channel layer"
+        self.layer = layer
         self.viewers: dict[Viewer, None] = {}
         self.channel = ""
         self.started = asyncio.ensure_future(self._start())
-        self.tasks: list[asyncio.Task] = []
+        self.tasks: list[asyncio.Task[None]] = []
         # Frames at positions 1..len(remembered), each with its text.
         self.remembered: list[EncodedFrame] = []
         self.remembered_chars = 0
@@ -215,7 +217,8 @@ class ExecutionFeed:
             while True:
                 # Received first, appended after: `_fan_out` replaces the list while this waits.
                 message = await self.layer.receive(self.channel)
-                self.arrived.append(message)
+                # Only `runs.services.timeline.publishing` sends to the group; `_fan_out_one` survives a malformed one.
+                self.arrived.append(cast(GroupMessage, message))
                 self.has_arrived.set()
         except Exception:
             log.exception("the feed of %s stopped", self.group)

@@ -95,13 +95,17 @@ class OpenLane:
         """The items a failed run would have ended with: open children failed, innermost first, then the result."""
         now = timezone.now()
         items: list[HarnessStreamEvent[Any]] = []
+        root = self.run.run_id
+        assert root is not None, "a run that journaled items has its run id"
         for delegation in reversed(list(self.open_children.values())):
             failed = delegation.model_copy(update={"action": "failed", "status": failure.code})
             parent = delegation.parent_run_id
-            thread_id = self.threads.get(parent, self.threads[self.run.run_id])
+            thread_id = self.threads.get(parent, self.threads[root])
             items.append(HarnessEvent(thread_id, parent, self._next(parent), now, failed.to_event()))
-        root, thread_id = self.run.run_id, self.threads[self.run.run_id]
-        result = HarnessRunResult(thread_id=thread_id, run_id=root, status="failed", failure=failure)
+        thread_id = self.threads[root]
+        result: HarnessRunResult[Any] = HarnessRunResult(
+            thread_id=thread_id, run_id=root, status="failed", failure=failure
+        )
         items.append(HarnessRunResultEvent(thread_id, root, self._next(root), now, result))
         return items
 

@@ -15,14 +15,14 @@ produced once (`runs.protocol.encode_event`): the same text is stored in the row
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
 
 from observers.agui import HarnessAguiStreamObserver, fragment_id
 from runs.harness import HarnessStreamEvent
 from runs.models import Run, TimelineEvent, TimelineOrigin
-from runs.protocol import TimelineFrame, encode_event, timeline_frame
+from runs.protocol import Origin, TimelineFrame, encode_event, timeline_frame
 
 from ..store import journal
 from ..store.inserts import EncodedJson, insert_rows
@@ -157,7 +157,7 @@ def store_events(
                 run_id=run_id,
                 run_number=run.number,
                 subagent_run_id=subagent_run_id,
-                origin=origin.value,
+                origin=cast(Origin, origin.value),  # TimelineOrigin's values are the protocol's origins
                 event_json=text,
             )
         )

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast, Coalesce, Greatest
@@ -31,6 +31,7 @@ from runs.models import (
 from runs.protocol import (
     EventFrame,
     ExecutionStatusMessage,
+    Origin,
     RunSummary,
     ThreadStatus,
     TimelineFrame,
@@ -55,14 +56,15 @@ def frame_of(event: TimelineEvent) -> TimelineFrame:
         run_id=event.run.run_id or "",
         run_number=event.run.number,
         subagent_run_id=event.subagent_run_id,
-        origin=event.origin,
+        origin=cast(Origin, event.origin),  # the column holds TimelineOrigin's values, the protocol's origins
         event_json=encode_event(event.event),
     )
 
 
 def socket_frame_of(event: TimelineEvent) -> EventFrame:
     """One stored event as the socket sends it, decoded: what an event's "raw" page shows."""
-    return json.loads(event_frame_text(frame_of(event)))
+    frame: EventFrame = json.loads(event_frame_text(frame_of(event)))
+    return frame
 
 
 def _frame_rows(rows: QuerySet[TimelineEvent], limit: int | None = None) -> list[TimelineFrame]:
@@ -148,14 +150,15 @@ def thread_status_messages(thread_pks: Iterable[int]) -> list[ThreadStatus]:
         ThreadStatus(
             type="thread.status",
             thread=thread.pk,
-            execution=thread.latest_execution_pk,
-            status=thread.latest_status or IDLE,
+            # Annotated by `_latest_execution_annotations`; through `**` django-stubs cannot see the names.
+            execution=thread.latest_execution_pk,  # type: ignore[attr-defined]
+            status=thread.latest_status or IDLE,  # type: ignore[attr-defined]
         )
         for thread in threads
     ]
 
 
-def _latest_execution_annotations() -> dict[str, Subquery]:
+def _latest_execution_annotations() -> dict[str, Subquery[Any]]:
     latest = Execution.objects.filter(thread=OuterRef("pk")).order_by("-number")
     return {
         "latest_status": Subquery(latest.values("status")[:1]),
@@ -183,7 +186,8 @@ def threads_overview(*, search: str = "", status: str = "") -> QuerySet[Thread]:
     if status == IDLE:
         threads = threads.filter(latest_status__isnull=True)
     elif status:
-        threads = threads.filter(latest_status=status)
+        # An annotation django-stubs cannot see (see `thread_status_messages`).
+        threads = threads.filter(latest_status=status)  # type: ignore[misc]
     return threads
 
 

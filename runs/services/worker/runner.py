@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
@@ -34,6 +34,7 @@ from runs.harness import (
     HarnessState,
     RunBindings,
     SafeFailure,
+    ToolRecoveryMode,
     boundary_of,
     decode_resume,
 )
@@ -190,7 +191,8 @@ async def _work(run_pk: int, lease: Lease, after_boundary: BoundaryHook | None, 
             start.input,
             bindings=RunBindings(),
             previous_state=start.state,
-            tool_recovery=run.tool_recovery,
+            # The column holds only `ToolRecovery` values, which are the engine's modes.
+            tool_recovery=cast(ToolRecoveryMode, run.tool_recovery),
             deferred_resume=start.resume,
         )
     except (HarnessError, LookupError, ValueError) as exc:
