@@ -45,9 +45,9 @@ from django.db import connections
 from pydantic import TypeAdapter
 
 from runs.models import ACTIVE_EXECUTION_STATUSES, DeferredRequest, Execution, ExecutionStatus, TimelineOrigin
-from runs.protocol import ExecutionStatusMessage, TimelineAppend, TimelineFrame
+from runs.protocol import EncodedFrame, ExecutionStatusMessage, TimelineFrame
 from runs.services.store.access import visible_executions
-from runs.services.timeline import ExecutionFollower, last_position, session_group
+from runs.services.timeline import ExecutionFollower, Frames, last_position, session_group
 
 from .answers import interrupt_of
 from .auth import Caller
@@ -93,8 +93,8 @@ class _Outbox:
         self.failed = False
         self.changed = asyncio.Event()
 
-    async def send_frames(self, frames: list[TimelineFrame], whole: TimelineAppend | None) -> None:
-        self.frames += frames
+    async def send_frames(self, frames: list[EncodedFrame], whole: Frames | None) -> None:
+        self.frames += [frame.frame for frame in frames]
         self.changed.set()
 
     async def send_status(self, message: ExecutionStatusMessage) -> None:

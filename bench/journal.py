@@ -73,7 +73,7 @@ class _RunAtDepth:
         self.start = max(0, synthetic.size - window)
         discard(synthetic.thread_id)
         self.run, self.lease = leased_run(synthetic.thread_id, synthetic.run_id)
-        self.observer = HarnessAguiStreamObserver(retain_events=False)
+        self.observer = HarnessAguiStreamObserver(retain_events=False, fragment=False)
         seed_journal(self.run, synthetic.encoded[: self.start])
         rows: list[TimelineEvent] = []
         for item in synthetic.items[: self.start]:

@@ -10,7 +10,6 @@ p50 and p99.
 
 from __future__ import annotations
 
-import copy
 import json
 import statistics
 import subprocess
@@ -55,7 +54,6 @@ def _positions_by_item(synthetic: SyntheticRun) -> list[int]:
 def _once(
     server: DaphneServer, cookie: str, synthetic: SyntheticRun, positions: list[int]
 ) -> tuple[list[float], list[float], float]:
-    from observers.agui import HarnessAguiStreamObserver
     from runs.services.timeline import RunProjection
 
     from .host import discard, leased_run
@@ -90,8 +88,7 @@ def _once(
         def committed(first: int, last: int, at: float) -> None:
             committed_at[first : last + 1] = [at] * (last + 1 - first)
 
-        observer = HarnessAguiStreamObserver(retain_events=False)
-        projection = RunProjection(run, copy.copy(observer))
+        projection = RunProjection(run)
         began = time.monotonic()
         async_to_sync(write_like_worker)(
             run, lease, projection, synthetic, pace=RATE, created=created, committed=committed

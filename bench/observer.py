@@ -1,8 +1,9 @@
 """Benchmark 2: the AG-UI observer.
 
-`observe()` over a whole run (the worker's observer: `HarnessAguiStreamObserver(retain_events=False)`) against
-pydantic-ai's own `AGUIEventStream.transform_stream` converting the same run's native events; and `resume()`
-from the database journal (`journal.read_prefix`) against reading and decoding the same stored rows only.
+`observe()` over a whole run (the worker's observer: `HarnessAguiStreamObserver(retain_events=False,
+fragment=False)`) against pydantic-ai's own `AGUIEventStream.transform_stream` converting the same run's native
+events; and `resume()` from the database journal (`journal.read_prefix`) against reading and decoding the same
+stored rows only.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def _native_events(synthetic: SyntheticRun) -> list[Any]:
 
 
 def _observe_all(synthetic: SyntheticRun) -> float:
-    observer = HarnessAguiStreamObserver(retain_events=False)
+    observer = HarnessAguiStreamObserver(retain_events=False, fragment=False)
     with stopwatch() as elapsed:
         for item in synthetic.items:
             observer.observe(item)
@@ -62,7 +63,7 @@ def _resume(run: Any) -> float:
     from runs.services.store import journal
 
     async def rebuild() -> float:
-        observer = HarnessAguiStreamObserver(retain_events=False)
+        observer = HarnessAguiStreamObserver(retain_events=False, fragment=False)
         with stopwatch() as elapsed:
             await observer.resume(journal.read_prefix(run))
         return elapsed()

@@ -13,7 +13,6 @@ to tell which of them was short of CPU.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
@@ -71,7 +70,6 @@ def _once(
     viewers: int,
     ramp: float,
 ) -> dict[str, Any]:
-    from observers.agui import HarnessAguiStreamObserver
     from runs.services.timeline import RunProjection
 
     from .host import discard, leased_run
@@ -106,7 +104,7 @@ def _once(
         def created(position: int, at: float) -> None:
             created_at[position] = at
 
-        projection = RunProjection(run, copy.copy(HarnessAguiStreamObserver(retain_events=False)))
+        projection = RunProjection(run)
         async_to_sync(write_like_worker)(run, lease, projection, synthetic, pace=RATE, created=created)
         outputs = [json.loads(client.communicate(timeout=240)[0].strip().splitlines()[-1]) for client in clients]
         server_cpu = _servers_cpu(servers) - server_cpu

@@ -21,39 +21,23 @@ from runs.models import TeamRole
 from runs.protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NOT_FOUND,
-    PIECE_CHARS,
     ApprovalsChanged,
     ApprovalsFrame,
     ApprovalsSubscribe,
+    EncodedFrame,
     ErrorCode,
     ExecutionStatusMessage,
     ReadyFrame,
     StatusFrame,
     ThreadsSubscribe,
     ThreadStatus,
-    TimelineAppend,
-    TimelineFrame,
     TimelineSubscribe,
+    message_texts,
 )
 from runs.services.lifecycle import open_requests
 from runs.services.store import access
-from runs.services.timeline import APPROVALS_GROUP, THREADS_GROUP, ExecutionFollower, read_side, text_of
+from runs.services.timeline import APPROVALS_GROUP, THREADS_GROUP, ExecutionFollower, Frames, read_side
 from runs.validators import MAX_DB_INTEGER
-
-_EVENTS_MESSAGE = '{{"type":"events","events":[{}]}}'
-
-
-def _fitting(texts: list[str], limit: int) -> list[list[str]]:
-    """Consecutive runs of `texts` whose joined length stays within `limit` (a longer text goes alone)."""
-    groups: list[list[str]] = [[]]
-    size = 0
-    for text in texts:
-        if groups[-1] and size + len(text) + 1 > limit:
-            groups.append([])
-            size = 0
-        groups[-1].append(text)
-        size += len(text) + 1
-    return groups
 
 
 def _status_frame(message: ExecutionStatusMessage) -> StatusFrame:
@@ -124,9 +108,10 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer[TimelineSubscribe]):
             self.last_status = frame
             await self.send_json(frame)
 
-    async def send_frames(self, frames: list[TimelineFrame], whole: TimelineAppend | None) -> None:
-        """One frame as an `event` message; several as `events` messages (per-message cost dominates replay)."""
-        for text in _shared_texts(whole) if whole is not None else _message_texts(frames):
+    async def send_frames(self, frames: list[EncodedFrame], whole: Frames | None) -> None:
+        """One frame as an `event` message; several as `events` messages (per-message cost dominates replay). Sent
+        whole, the feed's frames go in the messages the first socket made for all (`Frames.texts`)."""
+        for text in whole.texts if whole is not None else message_texts(frames):
             await self.send_encoded(text)
 
     async def send_ready(self, position: int) -> None:
@@ -134,29 +119,6 @@ class ExecutionTimelineConsumer(AuthenticatedJsonConsumer[TimelineSubscribe]):
 
     async def abort(self) -> None:
         await self.close(code=CLOSE_INTERNAL_ERROR)
-
-
-def _message_texts(frames: list[TimelineFrame]) -> list[str]:
-    """The texts of the messages that carry `frames`."""
-    # The events' stored JSON text is spliced in as it is (`event_frame_text`), never decoded; one message holds as
-    # many frames as fit in a piece, so a long replay is not cut into pieces and rejoined.
-    texts = [text_of(frame) for frame in frames]
-    if len(texts) == 1:
-        return texts
-    return [
-        _EVENTS_MESSAGE.format(",".join(group)) for group in _fitting(texts, PIECE_CHARS - len(_EVENTS_MESSAGE) + 2)
-    ]
-
-
-def _shared_texts(message: TimelineAppend) -> list[str]:
-    """`_message_texts` of a live message's frames, made by its first viewer and kept on the message (`texts`,
-    never sent itself) for the others, which mostly send exactly these frames."""
-    texts = message.get("texts")
-    if not isinstance(texts, list):
-        texts = _message_texts(message["frames"])
-        # The cache rides on the shared message itself; its type describes only what is sent.
-        message["texts"] = texts  # type: ignore[typeddict-unknown-key]
-    return texts
 
 
 class ThreadListConsumer(AuthenticatedJsonConsumer[ThreadsSubscribe]):

@@ -2,8 +2,9 @@
 
 `docs/architecture.md` ("Websocket protocol") describes it for people; this module is its only definition in
 code. The read side, the projection writer, publishing, the consumers and the SSE endpoint build and read
-timeline frames through `timeline_frame` and `event_frame_text`; the page scripts get the codes they need from
-here through `json_script` configs (`page_constants`, and the timeline's `CURSOR_ERRORS`), never by repeating them.
+timeline frames through `timeline_frame` and `event_frame_text` (a socket keeps a frame's text beside it, in an
+`EncodedFrame`, never in it); the page scripts get the codes they need from here through `json_script` configs
+(`page_constants`, and the timeline's `CURSOR_ERRORS`), never by repeating them.
 
 Three kinds of message:
 
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal, NotRequired
 
@@ -41,6 +44,7 @@ __all__ = (
     "ApprovalsChanged",
     "ApprovalsFrame",
     "ApprovalsSubscribe",
+    "EncodedFrame",
     "ErrorCode",
     "ErrorFrame",
     "EventFrame",
@@ -61,6 +65,7 @@ __all__ = (
     "Tokens",
     "encode_event",
     "event_frame_text",
+    "message_texts",
     "page_constants",
     "pieces",
     "timeline_frame",
@@ -201,6 +206,52 @@ def event_frame_text(frame: TimelineFrame) -> str:
         f'"subagent_run_id":{_quoted(frame["subagent_run_id"])},"origin":{_quoted(frame["origin"])},'
         f'"event":{event}}}'
     )
+
+
+@dataclass(frozen=True, eq=False)
+class EncodedFrame:
+    """A timeline frame beside its `event` message text (`event_frame_text`), made the first time a socket needs it
+    and then kept, however many sockets send the frame; the frame itself stays exactly what is published."""
+
+    frame: TimelineFrame
+
+    @functools.cached_property
+    def text(self) -> str:
+        return event_frame_text(self.frame)
+
+    @property
+    def position(self) -> int:
+        return self.frame["position"]
+
+
+_EVENTS_MESSAGE = '{{"type":"events","events":[{}]}}'
+
+
+def message_texts(frames: Sequence[EncodedFrame]) -> list[str]:
+    """The texts of the messages that carry `frames`: one `event` message, or `events` messages (`EventsFrame`).
+
+    The events' stored JSON text is spliced in as it is, never decoded; one message holds as many frames as fit in
+    a piece, so a long replay is not cut into pieces and rejoined.
+    """
+    texts = [frame.text for frame in frames]
+    if len(texts) == 1:
+        return texts
+    return [
+        _EVENTS_MESSAGE.format(",".join(group)) for group in _fitting(texts, PIECE_CHARS - len(_EVENTS_MESSAGE) + 2)
+    ]
+
+
+def _fitting(texts: list[str], limit: int) -> list[list[str]]:
+    """Consecutive runs of `texts` whose joined length stays within `limit` (a longer text goes alone)."""
+    groups: list[list[str]] = [[]]
+    size = 0
+    for text in texts:
+        if groups[-1] and size + len(text) + 1 > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(text)
+        size += len(text) + 1
+    return groups
 
 
 @functools.lru_cache(maxsize=1024)

@@ -1,8 +1,10 @@
 """Oversized CUSTOM events travel as ordered fragments.
 
 Transports and browsers limit frame sizes; a CUSTOM event carrying, say, a large tool payload is cut into
-`a13n.stream.fragment` frames that `CustomEventAssembler` puts back together on the receiving side (the Host's
-redaction boundary does, to mask the whole event before cutting it again).
+`a13n.stream.fragment` frames that `CustomEventAssembler` puts back together on the receiving side. A caller that
+changes events before sending them (the Host masks them) asks the observer for whole events (`fragment=False`) and
+cuts each one itself, after changing it, with the id `fragment_id` gives it: so an event is cut once, into the
+fragments the observer would have sent.
 """
 
 from __future__ import annotations
@@ -12,12 +14,16 @@ from typing import Any
 from ag_ui.core import BaseEvent, CustomEvent, Event
 from pydantic import TypeAdapter
 
+from ._conversion import SourceItem
+
 __all__ = (
     "FRAGMENT_CHARS",
     "FRAGMENT_EVENT_NAME",
     "MAX_CUSTOM_EVENT_BYTES",
     "CustomEventAssembler",
     "fragment_custom_event",
+    "fragment_id",
+    "oversized",
 )
 
 FRAGMENT_EVENT_NAME = "a13n.stream.fragment"
@@ -27,11 +33,21 @@ FRAGMENT_CHARS = 4096
 _EVENT: TypeAdapter[BaseEvent] = TypeAdapter(Event)
 
 
+def fragment_id(item: SourceItem, position: int) -> str:
+    """The id carried by the fragments of the event at `position` among those converted from `item`: unique in
+    its thread, and the same whenever the item is converted again (by `resume()`, say)."""
+    return f"{item.thread_id}:{item.run_id}:{item.sequence}:{position}"
+
+
+def oversized(event: CustomEvent) -> bool:
+    """Whether `fragment_custom_event` cuts `event`: its compact JSON is over `MAX_CUSTOM_EVENT_BYTES`."""
+    return not _fits(event.model_dump_json(by_alias=True))
+
+
 def fragment_custom_event(event: CustomEvent, fragment_id: str) -> list[CustomEvent]:
     """`[event]` when its compact JSON fits, else the fragment frames that carry that JSON text."""
     text = event.model_dump_json(by_alias=True)
-    # Cheap first: a text short in characters cannot be long in UTF-8 bytes beyond 4x.
-    if len(text) * 4 <= MAX_CUSTOM_EVENT_BYTES or len(text.encode()) <= MAX_CUSTOM_EVENT_BYTES:
+    if _fits(text):
         return [event]
     count = -(-len(text) // FRAGMENT_CHARS)
     return [
@@ -48,6 +64,11 @@ def fragment_custom_event(event: CustomEvent, fragment_id: str) -> list[CustomEv
         )
         for index in range(count)
     ]
+
+
+def _fits(text: str) -> bool:
+    # Cheap first: a text short in characters cannot be long in UTF-8 bytes beyond 4x.
+    return len(text) * 4 <= MAX_CUSTOM_EVENT_BYTES or len(text.encode()) <= MAX_CUSTOM_EVENT_BYTES
 
 
 class CustomEventAssembler:

@@ -14,7 +14,7 @@ from ._continuation import ConversionSnapshot, ObserverContinuation, RunSnapshot
 from ._conversion import RunConversion, RunConversionState, SourceItem
 from ._copies import detached
 from ._errors import AguiObservationError
-from ._fragments import fragment_custom_event
+from ._fragments import fragment_custom_event, fragment_id
 from ._ids import IdClaims, IdLedger
 from ._processor import AguiEventProcessor, apply_processor
 
@@ -29,14 +29,22 @@ class HarnessAguiObserver:
     `observe()`. Either fails atomically: a failing item or history leaves the observer as it was.
     State-changing calls must be serialised by the caller; `observe()` is synchronous and `resume()` closes a
     gate for its whole duration, so within one event loop they cannot interleave unnoticed.
+
+    An oversized CUSTOM event comes out as fragments (`fragment_custom_event`). With `fragment=False` it comes out
+    whole, for a caller that changes events before sending them: it cuts the changed event itself, with the id
+    `fragment_id(item, position)` of its position among the events `observe(item)` returned. The processor
+    always sees whole events.
     """
 
     # Which observer an exported continuation may restore.
     _continuation_kind: Literal["run", "stream"] = "run"
 
-    def __init__(self, *, processor: AguiEventProcessor | None = None, retain_events: bool = True) -> None:
+    def __init__(
+        self, *, processor: AguiEventProcessor | None = None, retain_events: bool = True, fragment: bool = True
+    ) -> None:
         self._processor = processor
         self._retain_events = retain_events
+        self._fragment = fragment
         self._thread_id: str | None = None
         self._run_id: str | None = None
         self._state: Any = self._initial_state()
@@ -52,6 +60,11 @@ class HarnessAguiObserver:
     @property
     def run_id(self) -> str | None:
         return self._run_id
+
+    @property
+    def fragment(self) -> bool:
+        """Whether oversized CUSTOM events come out as fragments (else whole)."""
+        return self._fragment
 
     @property
     def event_count(self) -> int:
@@ -120,6 +133,7 @@ class HarnessAguiObserver:
         continuation: ObserverContinuation | Mapping[str, Any] | str | bytes,
         *,
         processor: AguiEventProcessor | None = None,
+        fragment: bool = True,
     ) -> Self:
         """An observer that continues the exported conversion: it keeps no events and refuses `resume()`.
 
@@ -133,7 +147,7 @@ class HarnessAguiObserver:
                 continuation = ObserverContinuation.model_validate(continuation)
         except ValidationError as exc:
             raise AguiObservationError(f"not an observer continuation: {exc}") from exc
-        observer = cls(processor=processor, retain_events=False)
+        observer = cls(processor=processor, retain_events=False, fragment=fragment)
         if continuation.observer != observer._continuation_kind:
             raise AguiObservationError(
                 f"a {continuation.observer} observer's continuation cannot restore a "
@@ -156,7 +170,7 @@ class HarnessAguiObserver:
         return tuple(detached(event) for event in self._events[start:stop])
 
     def _staging_observer(self) -> HarnessAguiObserver:
-        return type(self)(processor=self._processor, retain_events=self._retain_events)
+        return type(self)(processor=self._processor, retain_events=self._retain_events, fragment=self._fragment)
 
     def _observe(self, item: SourceItem) -> list[BaseEvent]:
         """The one path every item takes, live or historical; commits only after everything succeeded."""
@@ -169,7 +183,7 @@ class HarnessAguiObserver:
         state, events = self._convert(item, claims)
         if self._processor is not None:
             events = apply_processor(self._processor, item, events)
-        frames = _fragmented(item, events)
+        frames = _fragmented(item, events) if self._fragment else events
         if self._run_id is None:
             self._thread_id, self._run_id = item.thread_id, item.run_id
         self._state = state
@@ -213,8 +227,7 @@ def _fragmented(item: SourceItem, events: list[BaseEvent]) -> list[BaseEvent]:
     frames: list[BaseEvent] = []
     for position, event in enumerate(events):
         if isinstance(event, CustomEvent):
-            fragment_id = f"{item.thread_id}:{item.run_id}:{item.sequence}:{position}"
-            frames.extend(fragment_custom_event(event, fragment_id))
+            frames.extend(fragment_custom_event(event, fragment_id(item, position)))
         else:
             frames.append(event)
     return frames

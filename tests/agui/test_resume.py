@@ -203,6 +203,25 @@ async def test_without_retained_events_conversion_still_continues() -> None:
     assert [observer.observe(item) for item in tail] == [reference.observe(item) for item in tail]
 
 
+async def test_an_observer_giving_whole_events_resumes_as_one_and_cuts_nothing() -> None:
+    run = SourceRun()
+    big = HarnessExtensionEvent(kind="diagnostic", payload={"blob": "x" * 55_000})
+    prefix = [run.started(), run.item(big)]
+    tail = [run.item(big)]
+    live = HarnessAguiObserver(fragment=False)
+    for item in prefix:
+        live.observe(item)
+    live_outputs = [live.observe(item) for item in tail]
+
+    observer = HarnessAguiObserver(fragment=False)
+    await observer.resume(history(prefix))
+
+    assert observer.snapshot() == live.snapshot()[: observer.event_count]
+    assert [observer.observe(item) for item in tail] == live_outputs
+    wholes = [event for event in observer.snapshot() if isinstance(event, CustomEvent)]
+    assert [event.name for event in wholes] == ["a13n.harness.diagnostic"] * 2
+
+
 async def test_processors_must_be_replay_stable() -> None:
     prefix, tail = text_run()
 

@@ -560,6 +560,57 @@ def test_a_stream_that_breaks_off_fails_the_run_and_ends_its_lane(demo_thread, m
     assert (last.event_type, last.event["code"]) == ("RUN_ERROR", "state_store_unavailable")
 
 
+def test_a_stream_that_breaks_off_is_ended_by_the_workers_own_observer(demo_thread, monkeypatch):
+    """The worker's observer saw exactly the items it journaled: it ends the lane without replaying the journal."""
+    from runs.harness import RunError
+
+    def broken(*args, **kwargs):
+        raise RunError("the state store is unavailable", code="state_store_unavailable")
+
+    def no_replay(*args, **kwargs):
+        raise AssertionError("the worker replayed the journal prefix")
+
+    monkeypatch.setattr(checkpoints, "record", broken)
+    monkeypatch.setattr(journal, "read_prefix", no_replay)
+    run = start(demo_thread, "hello")
+    assert runner.execute_run(run.pk) == "failed: state_store_unavailable"
+    last = TimelineEvent.objects.filter(run=run).order_by("-position").first()
+    assert (last.event_type, last.event["code"], last.journal_entry) == ("RUN_ERROR", "state_store_unavailable", None)
+    assert_contiguous(run.execution)
+
+
+def test_a_worker_whose_write_failed_ends_its_lane_from_the_journal(demo_thread, monkeypatch):
+    """A write that did not commit leaves the worker's observer ahead of the database; the lane is ended by one
+    rebuilt from the journal instead."""
+    from runs.services.timeline import RunProjection
+
+    real_record, real_prefix = RunProjection.record, journal.read_prefix
+    calls = {"record": 0, "replay": 0}
+
+    def record(self, items, *, lease, **kwargs):
+        calls["record"] += 1
+        if calls["record"] != 2:
+            return real_record(self, items, lease=lease, **kwargs)
+        with transaction.atomic():
+            real_record(self, items, lease=lease, **kwargs)
+            raise RuntimeError("the commit failed")
+
+    def read_prefix(*args, **kwargs):
+        calls["replay"] += 1
+        return real_prefix(*args, **kwargs)
+
+    monkeypatch.setattr(RunProjection, "record", record)
+    monkeypatch.setattr(journal, "read_prefix", read_prefix)
+    # Its second write is at its second boundary (a result's writes end the run loop, see `BatchWriter.finish`).
+    run = start(demo_thread, "look up REC-42")
+    assert runner.execute_run(run.pk) == "failed: host_error"
+    assert calls == {"record": 2, "replay": 1}
+    lane = list(TimelineEvent.objects.filter(run=run).order_by("position"))
+    assert (lane[-1].event_type, lane[-1].event["code"]) == ("RUN_ERROR", "host_error")
+    assert [event.journal_entry is None for event in lane].count(True) == 1
+    assert_contiguous(run.execution)
+
+
 def test_a_dead_run_with_an_undecodable_journal_still_gets_closed_and_recovered(demo_thread, monkeypatch):
     dead = start(demo_thread, "look up the record")
     crash_at_model_request(monkeypatch, 2)

@@ -33,7 +33,14 @@ from observers.agui import FRAGMENT_EVENT_NAME, CustomEventAssembler, fragment_c
 from runs.models import Decision
 from runs.services.lifecycle import current_policy_version
 from runs.services.store import parse_redact_patterns
-from runs.services.timeline import REDACTED, Redactor, TimelineRedactor, dump_event, restore_redacted
+from runs.services.timeline import (
+    REDACTED,
+    Produced,
+    Redactor,
+    TimelineRedactor,
+    dump_event,
+    restore_redacted,
+)
 from runs.services.timeline.redaction import MAX_KEY_CHARS
 from tests.support import factories
 from tests.support.factories import suspended_execution
@@ -45,7 +52,8 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 def stored(*events, secrets: Redactor = SECRETS):
     """What the timeline stores for these events of one run, in order."""
     redactor = TimelineRedactor(secrets)
-    return [dumped for _, _, dumped in redactor.events([(None, NOW, event) for event in events])]
+    produced = [Produced(None, NOW, event, f"frag-{index}") for index, event in enumerate(events, start=1)]
+    return [dumped for _, _, dumped in redactor.events(produced)]
 
 
 @pytest.mark.parametrize(
@@ -242,7 +250,7 @@ def test_an_oversized_custom_event_is_masked_whole_and_sent_as_fragments_again()
     fragments = fragment_custom_event(big, "frag-1")
     assert len(fragments) > 1 and all(frame.value["id"] == "frag-1" for frame in fragments)
 
-    frames = stored(*fragments)
+    frames = stored(big)
 
     assert all(frame["name"] == FRAGMENT_EVENT_NAME for frame in frames)
     assembler = CustomEventAssembler()

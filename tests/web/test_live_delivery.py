@@ -16,8 +16,8 @@ from channels.layers import get_channel_layer
 
 from agui_api.streams import FollowingFailed, sse_events
 from runs.models import Execution
-from runs.protocol import GroupMessage
-from runs.services.timeline import ExecutionFeed, execution_group, feed_for, read_side
+from runs.protocol import ExecutionStatusMessage
+from runs.services.timeline import ExecutionFeed, Frames, execution_group, feed_for, read_side
 from tests.support import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,13 +41,14 @@ def running(django_user_model):
 
 
 class QuietViewer:
-    """Another viewer of the process's feed, as a timeline socket is; keeps what it is offered."""
+    """Another viewer of the process's feed, as a timeline socket is; keeps, for each offer, the type of the group
+    message it came from (frames: `timeline.append`)."""
 
     def __init__(self) -> None:
-        self.offered: list[GroupMessage] = []
+        self.offered: list[str] = []
 
-    async def offer(self, message: GroupMessage) -> None:
-        self.offered.append(message)
+    async def offer(self, message: Frames | ExecutionStatusMessage) -> None:
+        self.offered.append("timeline.append" if isinstance(message, Frames) else message["type"])
 
     async def drop(self) -> None:
         raise AssertionError("the viewer was dropped")
@@ -205,9 +206,9 @@ async def test_a_feed_an_event_stream_opened_reads_where_the_sockets_read_after_
     await sync_to_async(commit)(run, ["lost on the way"])
     await set_status(run.execution_id, "completed")
     for _ in range(WAIT_SECONDS * 100):
-        if any(message["type"] == "execution.status" for message in socket.offered):
+        if "execution.status" in socket.offered:
             break
         await asyncio.sleep(0.01)
-    assert [message["type"] for message in socket.offered] == ["timeline.append", "execution.status"]
+    assert socket.offered == ["timeline.append", "execution.status"]
     assert len(readers) == 2 and set(readers) == {process_thread}
     await feed_for(run.execution_id).remove(socket)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from ag_ui.core import TextMessageContentEvent
@@ -13,6 +14,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 
 from runs.models import Execution
+from runs.protocol import TimelineFrame
 from runs.services.timeline import execution_group, feed_for, read_side
 from tests.support import factories
 from tests.support.sockets import as_user
@@ -360,6 +362,24 @@ async def test_viewers_in_one_process_share_one_subscription_and_still_miss_noth
     assert execution_group(run.execution_id) not in get_channel_layer().groups
 
 
+async def test_a_feed_keeps_each_frame_exactly_as_published_with_its_text_beside_it(seeded_run):
+    """What a socket sends is made once per frame, kept beside the frame: the frames a feed remembers, read back or
+    received live, hold exactly the fields of `TimelineFrame`."""
+    user, run = seeded_run
+    communicator = await connect(user, run.execution_id)
+    await communicator.send_json_to({"type": "subscribe", "after": None})
+    await receive_until(communicator, lambda m: m["type"] == "ready")
+    published = await sync_to_async(commit_and_publish)(run, ["live-a", "live-b"])
+    received = await receive_until(communicator, lambda m: m.get("position") == 1102)
+
+    remembered = feed_for(run.execution_id).remembered
+    assert [frame.position for frame in remembered] == list(range(1, 1103))
+    assert [frame.frame for frame in remembered[-2:]] == published
+    assert all(frame.frame.keys() == TimelineFrame.__required_keys__ for frame in remembered)
+    assert [json.loads(frame.text) for frame in remembered[-2:]] == received
+    await communicator.disconnect()
+
+
 class HeldViewer:
     """A second viewer of the feed whose first message is held until released: the feed falls behind meanwhile."""
 
@@ -368,7 +388,7 @@ class HeldViewer:
         self.release = asyncio.Event()
 
     async def offer(self, message) -> None:
-        self.offered.append([frame["position"] for frame in message["frames"]])
+        self.offered.append([frame.position for frame in message.frames])
         if len(self.offered) == 1:
             await self.release.wait()
 

@@ -19,6 +19,7 @@ from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, R
 from ..lifecycle.children import answer_parent
 from ..timeline.projection import store_events
 from ..timeline.publishing import publish_execution_status
+from ..timeline.redaction import Produced
 
 __all__ = ("SWEEP_FAILED", "give_up", "is_transient")
 
@@ -62,4 +63,4 @@ def _end_open_lane(run_pk: int, message: str) -> None:
     run = Run.objects.get(pk=run_pk)
     events = TimelineEvent.objects.filter(run=run, subagent_run_id="")
     if events.exists() and not events.filter(event_type__in=_TERMINAL_EVENTS).exists():
-        store_events(run, [(None, timezone.now(), RunErrorEvent(message=message, code=SWEEP_FAILED))])
+        store_events(run, [Produced(None, timezone.now(), RunErrorEvent(message=message, code=SWEEP_FAILED))])

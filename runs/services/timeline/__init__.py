@@ -4,8 +4,9 @@ decisions as timeline items."""
 
 from . import publishing, read_side
 from .decision_items import DECISION_EVENT_NAME, ArgumentChange, argument_changes
-from .feeds import ExecutionFeed, feed_for, text_of
+from .feeds import ExecutionFeed, Frames, feed_for
 from .followers import ExecutionFollower, FollowerOutput
+from .lane_closing import OpenLane, aclose_projection
 from .projection import RunProjection
 from .publishing import (
     APPROVALS_GROUP,
@@ -24,7 +25,15 @@ from .read_side import (
     frames_after,
     last_position,
 )
-from .redaction import REDACTED, Redactor, TimelineRedactor, dump_event, redactor_for, restore_redacted
+from .redaction import (
+    REDACTED,
+    Produced,
+    Redactor,
+    TimelineRedactor,
+    dump_event,
+    redactor_for,
+    restore_redacted,
+)
 
 __all__ = (
     "APPROVALS_GROUP",
@@ -37,9 +46,13 @@ __all__ = (
     "ExecutionFeed",
     "ExecutionFollower",
     "FollowerOutput",
+    "Frames",
+    "OpenLane",
+    "Produced",
     "Redactor",
     "RunProjection",
     "TimelineRedactor",
+    "aclose_projection",
     "argument_changes",
     "dump_event",
     "execution_group",
@@ -55,6 +68,5 @@ __all__ = (
     "redactor_for",
     "restore_redacted",
     "session_group",
-    "text_of",
     "worker_sender",
 )

@@ -21,11 +21,10 @@ from typing import Any, Final, Literal
 from ag_ui.core import CustomEvent
 from pydantic import BaseModel, ConfigDict
 
-from observers.agui import fragment_custom_event
 from runs.models import Decision, DecisionSubmission, DeferredRequest, Execution, Run, TimelineOrigin, Verdict
 
 from .projection import store_events
-from .redaction import REDACTED, Redactor, redactor_for
+from .redaction import REDACTED, Produced, Redactor, redactor_for
 
 __all__ = (
     "DECISION_EVENT_NAME",
@@ -169,5 +168,5 @@ def record(submission: DecisionSubmission, *, child: Execution | None = None) ->
         timestamp=int(submission.submitted_at.timestamp() * 1000),
     )
     # Arguments, edits and results can each be up to 64 KiB: a larger item goes as fragments, like any CUSTOM event.
-    frames = fragment_custom_event(event, f"decision-{submission.pk}")
-    store_events(suspended, [(None, submission.submitted_at, frame) for frame in frames], origin=TimelineOrigin.HOST)
+    produced = Produced(None, submission.submitted_at, event, f"decision-{submission.pk}")
+    store_events(suspended, [produced], origin=TimelineOrigin.HOST)

@@ -31,42 +31,65 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Protocol, TypeGuard, cast
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from runs.protocol import ExecutionStatusMessage, GroupMessage, TimelineAppend, TimelineFrame, event_frame_text
+from runs.protocol import (
+    EncodedFrame,
+    ExecutionStatusMessage,
+    GroupMessage,
+    TimelineAppend,
+    TimelineFrame,
+    message_texts,
+)
 
 from . import read_side
 from .publishing import execution_group
 
-__all__ = ("ExecutionFeed", "Viewer", "feed_for", "merged", "text_of")
+__all__ = ("ExecutionFeed", "Frames", "Offer", "Viewer", "encoded", "feed_for", "merged")
 
 log = logging.getLogger(__name__)
 
 CACHE_CHARS = 16 * 2**20
 
 
-def text_of(frame: TimelineFrame) -> str:
-    """A frame's `event` message text, kept on the frame (`text`, never sent itself): the frames of a message the
-    feed received are the same objects for all its viewers, so the first one to send a frame encodes it."""
-    text = frame.get("text")
-    if not isinstance(text, str):
-        text = event_frame_text(frame)
-        # The cache rides on the shared frame itself; its type describes only what is sent.
-        frame["text"] = text  # type: ignore[typeddict-unknown-key]
-    return text
+def encoded(frames: Iterable[TimelineFrame]) -> list[EncodedFrame]:
+    """The frames, each to be encoded once, when it is first sent or remembered."""
+    return [EncodedFrame(frame) for frame in frames]
+
+
+@dataclass(frozen=True, eq=False)
+class Frames:
+    """Frames the feed offers its viewers in one go (a `timeline.append`, or what it read after a lost message).
+
+    The same object goes to every viewer of the process, so what a socket sends is made once for them all: each
+    frame's text, and `texts`, the socket messages that carry them all, by the first socket that sends them whole.
+    """
+
+    frames: list[EncodedFrame]
+
+    @functools.cached_property
+    def texts(self) -> list[str]:
+        return message_texts(self.frames)
+
+
+Offer = Frames | ExecutionStatusMessage
+"""What a feed offers its viewers."""
 
 
 class Viewer(Protocol):
     """What the feed offers messages to; `followers.ExecutionFollower` is the one the Host uses."""
 
-    async def offer(self, message: GroupMessage) -> None:
-        """Take a group message (`timeline.append` or `execution.status`): write it now, or queue it if something
-        is ahead of it. Called in the feed's task; must wait for nothing but its own client."""
+    async def offer(self, message: Offer) -> None:
+        """Take frames or an execution status: hand them on now, or queue them if something is ahead of them.
+        Called in the feed's task; must wait for nothing but its own client."""
 
     async def drop(self) -> None:
         """End the viewer's socket or stream, so its client reconnects and resumes from its cursor."""
@@ -92,7 +115,7 @@ class ExecutionFeed:
         self.started = asyncio.ensure_future(self._start())
         self.tasks: list[asyncio.Task[None]] = []
         # Frames at positions 1..len(remembered), each with its text.
-        self.remembered: list[TimelineFrame] = []
+        self.remembered: list[EncodedFrame] = []
         self.remembered_chars = 0
         # The highest position of any frame the feed saw, and the last status it offered: what the database is
         # compared with to find lost messages.
@@ -156,19 +179,19 @@ class ExecutionFeed:
             self.status = status
         return status
 
-    def remembered_after(self, position: int) -> list[TimelineFrame]:
+    def remembered_after(self, position: int) -> list[EncodedFrame]:
         return self.remembered[position:]
 
-    def remember(self, frames: list[TimelineFrame]) -> None:
+    def remember(self, frames: list[EncodedFrame]) -> None:
         """Note `frames` (in position order) as seen, and keep them if they continue what is remembered."""
         for frame in frames:
-            self.seen = max(self.seen, frame["position"])
-            if frame["position"] != len(self.remembered) + 1 or self.remembered_chars > CACHE_CHARS:
+            self.seen = max(self.seen, frame.position)
+            if frame.position != len(self.remembered) + 1 or self.remembered_chars > CACHE_CHARS:
                 continue
             self.remembered.append(frame)
-            self.remembered_chars += len(text_of(frame))
+            self.remembered_chars += len(frame.text)
 
-    async def _offer(self, message: GroupMessage) -> None:
+    async def _offer(self, message: Offer) -> None:
         for viewer in list(self.viewers):
             try:
                 await viewer.offer(message)
@@ -180,8 +203,9 @@ class ExecutionFeed:
     async def _announce(self, status: ExecutionStatusMessage) -> None:
         """Offer the frames committed after the highest position seen, then `status`."""
         while page := await database_sync_to_async(read_side.frames_after)(self.execution_pk, self.seen):
-            self.remember(page)
-            await self._offer(TimelineAppend(type="timeline.append", frames=page))
+            frames = encoded(page)
+            self.remember(frames)
+            await self._offer(Frames(frames))
             if len(page) < read_side.REPLAY_PAGE_SIZE:
                 break
         self.status = status
@@ -212,27 +236,26 @@ class ExecutionFeed:
                 # No await between the clear and the take: a message that arrives later sets it again.
                 self.has_arrived.clear()
                 messages, self.arrived = self.arrived, []
-                for message in merged(messages):
-                    await self._fan_out_one(message)
+                offers = [_offer_of(message) for message in messages]
+                for offer in merged([offer for offer in offers if offer is not None]):
+                    await self._fan_out_one(offer)
         except Exception:
             log.exception("the feed of %s stopped", self.group)
             await self._fail()
 
-    async def _fan_out_one(self, message: GroupMessage) -> None:
-        # `.get`, not `[]`: a message without a type is offered as it is. mypy narrows the union only on `[]`.
-        if message.get("type") == "execution.status":
+    async def _fan_out_one(self, offer: Offer) -> None:
+        if not isinstance(offer, Frames):
             async with self.announcing:
-                await self._announce(message)  # type: ignore[arg-type]  # an ExecutionStatusMessage, see above
+                await self._announce(offer)
             return
-        if message.get("type") == "timeline.append":
-            try:
-                self.remember(message["frames"])  # type: ignore[typeddict-item]  # a TimelineAppend, see above
-            except (KeyError, TypeError):
-                # A malformed message must not stop the feed of every viewer; a later message or the next check
-                # brings what it should have.
-                log.exception("a timeline message of %s is malformed", self.group)
-                return
-        await self._offer(message)
+        try:
+            self.remember(offer.frames)
+        except (KeyError, TypeError):
+            # A malformed message must not stop the feed of every viewer; a later message or the next check
+            # brings what it should have.
+            log.exception("a timeline message of %s is malformed", self.group)
+            return
+        await self._offer(offer)
 
     async def _check(self) -> None:
         try:
@@ -261,15 +284,28 @@ def _is_append(message: GroupMessage) -> TypeGuard[TimelineAppend]:
     return message.get("type") == "timeline.append" and isinstance(message.get("frames"), list)
 
 
-def merged(messages: list[GroupMessage]) -> list[GroupMessage]:
-    """`messages` in order, each run of consecutive timeline messages as one."""
-    runs: list[GroupMessage] = []
-    for message in messages:
+def _is_status(message: GroupMessage) -> TypeGuard[ExecutionStatusMessage]:
+    return message.get("type") == "execution.status"
+
+
+def _offer_of(message: GroupMessage) -> Offer | None:
+    """A group message as the feed offers it (None: one the feed has nothing to offer for)."""
+    if _is_status(message):
+        return message
+    if _is_append(message):
+        return Frames(encoded(message["frames"]))
+    return None
+
+
+def merged(offers: list[Offer]) -> list[Offer]:
+    """`offers` in order, each run of consecutive frames as one."""
+    runs: list[Offer] = []
+    for offer in offers:
         previous = runs[-1] if runs else None
-        if _is_append(message) and previous is not None and _is_append(previous):
-            runs[-1] = TimelineAppend(type="timeline.append", frames=previous["frames"] + message["frames"])
+        if isinstance(offer, Frames) and isinstance(previous, Frames):
+            runs[-1] = Frames(previous.frames + offer.frames)
         else:
-            runs.append(message)
+            runs.append(offer)
     return runs
 
 

@@ -24,10 +24,10 @@ from typing import Protocol
 
 from channels.db import database_sync_to_async
 
-from runs.protocol import ExecutionStatusMessage, GroupMessage, TimelineAppend, TimelineFrame
+from runs.protocol import EncodedFrame, ExecutionStatusMessage
 
 from . import read_side
-from .feeds import ExecutionFeed, feed_for, merged
+from .feeds import ExecutionFeed, Frames, Offer, encoded, feed_for, merged
 
 __all__ = ("ExecutionFollower", "FollowerOutput")
 
@@ -38,9 +38,9 @@ class FollowerOutput(Protocol):
     """Where a follower hands on what it follows. While the follower is live with nothing queued it calls these in
     the feed's task, so they must wait for nothing but their own client."""
 
-    async def send_frames(self, frames: list[TimelineFrame], whole: TimelineAppend | None) -> None:
-        """`frames` in position order, the first following the last one sent, none missing. `whole`: the live
-        message they are all the frames of, when they are (its encoding can be shared by the feed's viewers)."""
+    async def send_frames(self, frames: list[EncodedFrame], whole: Frames | None) -> None:
+        """`frames` in position order, the first following the last one sent, none missing. `whole`: what the feed
+        offered, when they are all its frames (its encoding can be shared by the feed's viewers)."""
 
     async def send_status(self, message: ExecutionStatusMessage) -> None:
         """A status the feed offered; every frame committed before it was sent first."""
@@ -60,8 +60,8 @@ class ExecutionFollower:
         self.output = output
         self.feed: ExecutionFeed | None = None
         self.live = False
-        # Group messages the feed offered that could not be handed on at once; during the replay they wait here.
-        self.queued: list[GroupMessage] = []
+        # What the feed offered that could not be handed on at once; during the replay it waits here.
+        self.queued: list[Offer] = []
         self.posted = asyncio.Event()
         self.last_sent = 0
         # Whoever hands frames on (the replay, the queue's drain, the feed handing on at once) holds this: each
@@ -92,16 +92,16 @@ class ExecutionFollower:
         if self.feed is not None:
             await self.feed.remove(self)
 
-    async def offer(self, message: GroupMessage) -> None:
+    async def offer(self, message: Offer) -> None:
         # Handed on at once only when nothing is ahead of it and no database read is needed (the common live
         # case); that saves a task wake-up per viewer and message.
         if self.live and not self.queued and not self.sending.locked():
             async with self.sending:
-                if message["type"] == "execution.status":
+                if not isinstance(message, Frames):
                     await self.output.send_status(message)
                     return
-                if message["type"] == "timeline.append" and (frames := self._following(message["frames"])) is not None:
-                    await self._send(frames, message if len(frames) == len(message["frames"]) else None)
+                if (frames := self._following(message.frames)) is not None:
+                    await self._send(frames, message if len(frames) == len(message.frames) else None)
                     return
         self.queued.append(message)
         self.posted.set()
@@ -129,20 +129,20 @@ class ExecutionFollower:
             log.exception("following execution %s failed", self.execution_pk)
             await self.output.abort()
 
-    async def _handle(self, messages: list[GroupMessage]) -> None:
-        """Frames of consecutive timeline messages go out together; a status after every frame before it."""
+    async def _handle(self, messages: list[Offer]) -> None:
+        """Consecutive frames go out together; a status after every frame before it."""
         for message in merged(messages):
-            if message["type"] == "timeline.append":
-                await self._deliver(message["frames"])
-            elif message["type"] == "execution.status":
+            if isinstance(message, Frames):
+                await self._deliver(message.frames)
+            else:
                 await self.output.send_status(message)
 
-    def _following(self, frames: list[TimelineFrame]) -> list[TimelineFrame] | None:
+    def _following(self, frames: list[EncodedFrame]) -> list[EncodedFrame] | None:
         """The frames after the last one sent, if they follow it without a hole (None if they do not)."""
-        fresh = sorted((frame for frame in frames if frame["position"] > self.last_sent), key=lambda f: f["position"])
+        fresh = sorted((frame for frame in frames if frame.position > self.last_sent), key=lambda f: f.position)
         # Positions are unique: the first following the last sent and the span matching the count means no hole.
         first, last = self.last_sent + 1, self.last_sent + len(fresh)
-        if fresh and (fresh[0]["position"], fresh[-1]["position"]) != (first, last):
+        if fresh and (fresh[0].position, fresh[-1].position) != (first, last):
             return None
         return fresh
 
@@ -150,27 +150,29 @@ class ExecutionFollower:
         if self.feed is not None:
             await self._send(self.feed.remembered_after(self.last_sent))
         while page := await database_sync_to_async(read_side.frames_after)(self.execution_pk, self.last_sent):
+            frames = encoded(page)
             if self.feed is not None:
-                self.feed.remember(page)
-            await self._send(page)
+                self.feed.remember(frames)
+            await self._send(frames)
             if len(page) < read_side.REPLAY_PAGE_SIZE:
                 break
 
-    async def _deliver(self, frames: list[TimelineFrame]) -> None:
-        outgoing: list[TimelineFrame] = []
+    async def _deliver(self, frames: list[EncodedFrame]) -> None:
+        outgoing: list[EncodedFrame] = []
         last = self.last_sent
-        for frame in sorted(frames, key=lambda f: f["position"]):
-            position = frame["position"]
+        for frame in sorted(frames, key=lambda f: f.position):
+            position = frame.position
             if position <= last:
                 continue
             if position > last + 1:
-                outgoing += await database_sync_to_async(read_side.frames_between)(self.execution_pk, last, position)
+                missing = await database_sync_to_async(read_side.frames_between)(self.execution_pk, last, position)
+                outgoing += encoded(missing)
             outgoing.append(frame)
             last = position
         await self._send(outgoing)
 
-    async def _send(self, frames: list[TimelineFrame], whole: TimelineAppend | None = None) -> None:
+    async def _send(self, frames: list[EncodedFrame], whole: Frames | None = None) -> None:
         if not frames:
             return
         await self.output.send_frames(frames, whole)
-        self.last_sent = frames[-1]["position"]
+        self.last_sent = frames[-1].position

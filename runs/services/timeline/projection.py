@@ -6,21 +6,20 @@ as the journal rows, so the timeline never shows an item the journal lacks or th
 are the Host's durable event ids, independent of harness sequences, and shared by all runs of an
 execution so their lanes interleave in one ordered timeline. Publication happens after commit.
 
-Each event's JSON text is produced once (`runs.protocol.encode_event`): the same text is stored in the row,
-carried by the published frame (`event_json`) and read back as text by a replay, so no step decodes and encodes
-it again.
+The observer gives oversized CUSTOM events whole (`fragment=False`): the redactor masks each one whole and only
+then cuts it into the fragments the observer would have made, so an event is cut once. Each event's JSON text is
+produced once (`runs.protocol.encode_event`): the same text is stored in the row, carried by the published frame
+(`event_json`) and read back as text by a replay, so no step decodes and encodes it again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any, cast
 
-from ag_ui.core import BaseEvent
 from django.db import transaction
 
-from observers.agui import HarnessAguiStreamObserver
+from observers.agui import HarnessAguiStreamObserver, fragment_id
 from runs.harness import HarnessStreamEvent
 from runs.models import Run, TimelineEvent, TimelineOrigin
 from runs.protocol import Origin, TimelineFrame, encode_event, timeline_frame
@@ -29,7 +28,7 @@ from ..store import journal
 from ..store.inserts import EncodedJson, insert_rows
 from ..store.leases import Lease
 from .publishing import publish_frames
-from .redaction import TimelineRedactor, dump_event
+from .redaction import Produced, TimelineRedactor, dump_event
 
 __all__ = ("RunProjection", "dump_event", "store_events")
 
@@ -56,9 +55,12 @@ class RunProjection:
     """
 
     def __init__(self, run: Run, observer: HarnessAguiStreamObserver | None = None) -> None:
+        """`observer` (a fresh one by default) must give oversized CUSTOM events whole (`fragment=False`)."""
+        if observer is not None and observer.fragment:
+            raise ValueError("the projection cuts CUSTOM events after masking: its observer needs fragment=False")
         self.run = run
         # The worker never reads the observer's snapshot; positions and rows live in the database.
-        self.observer = observer or HarnessAguiStreamObserver(retain_events=False)
+        self.observer = observer or HarnessAguiStreamObserver(retain_events=False, fragment=False)
         self._cursor: journal.JournalCursor | None = None
         self._last_position: int | None = None
         # Built on the first write (it reads the run's policy version, which the worker does off its loop).
@@ -98,9 +100,9 @@ class RunProjection:
 
     def _store(self, pairs: Sequence[tuple[journal.Appended | None, HarnessStreamEvent[Any]]]) -> int:
         produced = [
-            (None if entry is None else entry.pk, item.occurred_at, event)
+            Produced(None if entry is None else entry.pk, item.occurred_at, event, fragment_id(item, position))
             for entry, item in pairs
-            for event in self.observer.observe(item)
+            for position, event in enumerate(self.observer.observe(item))
         ]
         if self._redactor is None:
             self._redactor = TimelineRedactor.for_version(self.run.policy_version)
@@ -109,7 +111,7 @@ class RunProjection:
 
 def store_events(
     run: Run,
-    produced: Sequence[tuple[int | None, datetime, BaseEvent]],
+    produced: Sequence[Produced],
     *,
     after: int | None = None,
     redactor: TimelineRedactor | None = None,
@@ -119,7 +121,8 @@ def store_events(
     positions, after `after` (read from the table when `None`); publish after commit. Returns the last position.
 
     Every event is masked by the run's policy version on its way in (`redactor` carries the state of a run's
-    streamed deltas; a fresh one is built when none is given): this is the only way into the timeline.
+    streamed deltas; a fresh one is built when none is given): this is the only way into the timeline. A CUSTOM
+    event comes whole, and one too large to go whole is stored as fragments after masking.
     `origin` HOST marks items the Host adds beside the run's own AG-UI stream (a decision).
     """
     if redactor is None:

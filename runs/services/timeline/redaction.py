@@ -11,7 +11,7 @@ closing bracket, a bare value to the next space or punctuation.
 websocket frames (all read from the stored events) never hold a secret. It keeps a little state per run:
 streamed deltas are masked with a look-back over the last `STREAM_CONTEXT_CHARS` characters of their
 message and a memory of a value still open at a delta's end, so a key and its value split across deltas are
-caught, and oversized CUSTOM events are reassembled before masking. `Redactor` masks values shown from other
+caught, and an oversized CUSTOM event is masked whole, then cut into fragments. `Redactor` masks values shown from other
 records (inputs, outputs, deferred requests, decisions). The journal, checkpoints and the tools themselves
 keep the real values.
 """
@@ -24,11 +24,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ag_ui.core import BaseEvent, CustomEvent
 
-from observers.agui import FRAGMENT_EVENT_NAME, CustomEventAssembler, fragment_custom_event
+from observers.agui import FRAGMENT_EVENT_NAME, fragment_custom_event, oversized
 from runs.models import HostPolicyVersion
 
 from ..store.policy import parse_redact_patterns
@@ -37,6 +37,7 @@ __all__ = (
     "MAX_KEY_CHARS",
     "REDACTED",
     "STREAM_CONTEXT_CHARS",
+    "Produced",
     "Redactor",
     "TimelineRedactor",
     "dump_event",
@@ -310,7 +311,17 @@ class _Stream:
         return "".join(shown)
 
 
-Produced = tuple[int | None, datetime, BaseEvent]
+class Produced(NamedTuple):
+    """An AG-UI event on its way into the timeline: its journal entry (pk; `None` for an item the Host supplies),
+    when its item happened, and the id its fragments carry should it be a CUSTOM event too large to go whole
+    (`observers.agui.fragment_id` for a run's event)."""
+
+    entry: int | None
+    occurred_at: datetime
+    event: BaseEvent
+    fragment_id: str = ""
+
+
 Stored = tuple[int | None, datetime, dict[str, Any]]
 
 
@@ -320,23 +331,22 @@ class TimelineRedactor:
 
     redactor: Redactor
     _streams: dict[tuple[str, str], _Stream] = field(default_factory=dict)
-    _fragments: CustomEventAssembler = field(default_factory=CustomEventAssembler)
 
     @classmethod
     def for_version(cls, version: HostPolicyVersion | None) -> TimelineRedactor:
         return cls(redactor_for(version))
 
     def events(self, produced: Sequence[Produced]) -> list[Stored]:
-        """The stored form of each event, masked; fragments of an oversized CUSTOM are held until complete."""
-        if not self.redactor:
-            return [(entry, occurred_at, dump_event(event)) for entry, occurred_at, event in produced]
+        """The stored form of each event, masked; an oversized CUSTOM event is masked whole, then cut into the
+        fragments that are stored in its place (so it is cut once, and no fragment is masked without the rest)."""
         stored: list[Stored] = []
-        for entry, occurred_at, event in produced:
-            dumped = dump_event(event)
-            if dumped["type"] == "CUSTOM" and dumped.get("name") == FRAGMENT_EVENT_NAME:
-                stored += self._fragment((entry, occurred_at, dumped))
+        for entry, occurred_at, event, fragment_id in produced:
+            if isinstance(event, CustomEvent):
+                stored += [(entry, occurred_at, frame) for frame in self._custom(event, fragment_id)]
+            elif self.redactor:
+                stored.append((entry, occurred_at, self.event(dump_event(event))))
             else:
-                stored.append((entry, occurred_at, self.event(dumped)))
+                stored.append((entry, occurred_at, dump_event(event)))
         return stored
 
     def event(self, dumped: dict[str, Any]) -> dict[str, Any]:
@@ -358,39 +368,26 @@ class TimelineRedactor:
             self._streams.pop((family, dumped[id_field]), None)
         return masked
 
-    def remask(self, stored: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Stored events of one run, in order, masked (again): for rows written before this boundary existed.
+    def _custom(self, event: CustomEvent, fragment_id: str) -> list[dict[str, Any]]:
+        """A CUSTOM event masked, whole when it fits, else as its fragments."""
+        if event.name == FRAGMENT_EVENT_NAME:
+            # A fragment's data is a piece of JSON text: a value cut in two would be masked in neither piece.
+            raise ValueError("the timeline takes CUSTOM events whole and cuts them after masking, not fragments")
+        if not self.redactor:
+            return [dump_event(frame) for frame in _cut(event, fragment_id)]
+        masked = self.event(dump_event(event))
+        frames = _cut(CustomEvent.model_validate(masked), fragment_id)
+        # One that only masking made too large has always been stored whole (the observer judged the size unmasked).
+        if len(frames) == 1 or not oversized(event):
+            return [masked]
+        return [dump_event(frame) for frame in frames]
 
-        The number of events is kept, so their positions stay: an oversized CUSTOM keeps its fragment count,
-        its masked JSON cut into that many pieces. Masking masked events changes nothing.
-        """
-        masked: list[dict[str, Any]] = []
-        group: list[dict[str, Any]] = []
-        for event in stored:
-            if event["type"] != "CUSTOM" or event.get("name") != FRAGMENT_EVENT_NAME:
-                masked.append(self.event(event))
-                continue
-            group.append(event)
-            if len(group) < event["value"]["count"]:
-                continue
-            text = "".join(piece["value"]["data"] for piece in sorted(group, key=lambda piece: piece["value"]["index"]))
-            whole = CustomEvent.model_validate(self.event(json.loads(text))).model_dump_json(by_alias=True)
-            size = -(-len(whole) // len(group))
-            masked += [
-                {**piece, "value": {**piece["value"], "data": whole[index * size : (index + 1) * size]}}
-                for index, piece in enumerate(sorted(group, key=lambda piece: piece["value"]["index"]))
-            ]
-            group = []
-        return masked + group
 
-    def _fragment(self, stored: Stored) -> list[Stored]:
-        entry, occurred_at, dumped = stored
-        whole = self._fragments.feed(CustomEvent.model_validate(dumped))
-        if whole is None:
-            return []
-        masked = CustomEvent.model_validate(self.event(dump_event(whole)))
-        frames = fragment_custom_event(masked, dumped["value"]["id"])
-        return [(entry, occurred_at, dump_event(frame)) for frame in frames]
+def _cut(event: CustomEvent, fragment_id: str) -> list[CustomEvent]:
+    frames = fragment_custom_event(event, fragment_id)
+    if len(frames) > 1 and not fragment_id:
+        raise ValueError(f"a CUSTOM event {event.name} too large to go whole needs the id of its fragments")
+    return frames
 
 
 def restore_redacted(edited: Any, original: Any, redactor: Redactor) -> Any:

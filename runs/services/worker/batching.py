@@ -73,6 +73,11 @@ class BatchWriter:
         """The journal index of the last item written."""
 
     @property
+    def failed(self) -> bool:
+        """Whether a write failed: the projection has then seen items the database does not hold."""
+        return self._failure is not None
+
+    @property
     def queued(self) -> int:
         """Batches handed off and not written yet (the one being written included)."""
         return len(self._queue)

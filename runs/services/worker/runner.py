@@ -24,7 +24,6 @@ from django.utils import timezone
 from pydantic_ai import ToolCallPart, ToolDefinition
 from pydantic_ai.messages import ModelResponse
 
-from observers.agui import HarnessAguiStreamObserver
 from runs.harness import (
     CheckpointBoundaries,
     DeferredToolCall,
@@ -57,7 +56,7 @@ from ..store import checkpoints, leases
 from ..store.agents import build_executable
 from ..store.leases import Lease, LeaseLost
 from ..store.policy import approval_reason, expiry_for
-from ..timeline.lane_closing import close_projection
+from ..timeline.lane_closing import OpenLane, aclose_projection
 from ..timeline.projection import RunProjection
 from ..timeline.publishing import publish_approvals_changed, publish_execution_status, worker_sender
 from .batching import BatchWriter
@@ -203,7 +202,9 @@ async def _work(run_pk: int, lease: Lease, after_boundary: BoundaryHook | None, 
     gate.bind(stream.run_id)
     await sync_to_async(_bind_run_id)(lease, stream.run_id)
     run.run_id = stream.run_id
-    projection = RunProjection(run, HarnessAguiStreamObserver(retain_events=False))
+    projection = RunProjection(run)
+    # What the items written say about ending the lane, should the stream break off (see the end).
+    lane = OpenLane(run, projection.observer)
     cancel.attach(stream.cancel)
     writer = BatchWriter(projection, lease)
 
@@ -216,6 +217,7 @@ async def _work(run_pk: int, lease: Lease, after_boundary: BoundaryHook | None, 
                     terminal = item
                     continue
                 await writer.add(item)
+                lane.note(item)
                 boundary = boundary_of(item, stream.run_id)
                 if boundary is not None:
                     last_index = await writer.flush()
@@ -249,11 +251,12 @@ async def _work(run_pk: int, lease: Lease, after_boundary: BoundaryHook | None, 
     finally:
         await writer.close()
     # The stream ended without its terminal item. What it yielded before is still its history (unless the
-    # writer itself is what failed); then the run fails and its lane is ended as a failed run's would be.
+    # writer itself is what failed); then the run fails and its lane is ended as a failed run's would be: by the
+    # run's own observer, unless a failed write left it ahead of the database (then from the journal).
     with contextlib.suppress(Exception):
         await writer.flush()
     await sync_to_async(_record_failure)(lease, failure.code, failure.message)
-    await sync_to_async(close_projection)(run, failure)
+    await aclose_projection(run, failure, None if writer.failed else lane)
     return f"failed: {failure.code}"
 
 
