@@ -1,6 +1,7 @@
 """Shared fixtures: a real redis-server, daphne and RQ worker subprocesses, and Chromium through Playwright.
 
-Every test that starts a process is marked `services` (tests/support/processes.py says how), so `bin/test --fast`
+Every test that starts a process is marked `services` (tests/support/processes.py says how), and every module that
+migrates the schema back and forth is marked `migrations` (tests/test_layout.py checks it), so `bin/test --fast`
 runs the rest: the engine, the projection and the Host in this process.
 
 Browser tests use Playwright's sync API, which keeps an event loop running in the main thread for the whole
@@ -36,14 +37,16 @@ def pytest_addoption(parser):
     parser.addoption(
         "--fast",
         action="store_true",
-        help="the edit-test loop: leave out the tests marked `services` (they start processes); cheap password hashes",
+        help="the edit-test loop: leave out the tests marked `services` (they start processes) and `migrations`;"
+        " cheap password hashes",
     )
 
 
 def pytest_configure(config):
     if config.getoption("fast"):
         expression = config.option.markexpr
-        config.option.markexpr = f"({expression}) and not services" if expression else "not services"
+        skipped = "not services and not migrations"
+        config.option.markexpr = f"({expression}) and {skipped}" if expression else skipped
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks added here

@@ -57,6 +57,28 @@ def test_no_test_module_or_conftest_is_imported():
     assert offenders == set(), "shared helpers belong in tests/support/"
 
 
+def marks_at_module_level(path: Path) -> set[str]:
+    """The marks of `pytestmark = pytest.mark.x` or `[pytest.mark.x, ...]` at the top of a module."""
+    marks = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
+            values = node.value.elts if isinstance(node.value, ast.List) else [node.value]
+            marks |= {ast.unparse(value).removeprefix("pytest.mark.").split("(")[0] for value in values}
+    return marks
+
+
+def test_a_module_that_migrates_the_schema_is_marked_migrations():
+    """`bin/test --fast` leaves these out: going back and forth through the migrations takes seconds a test."""
+    unmarked = [
+        str(path.relative_to(TESTS))
+        for path in python_files()
+        if path.name.startswith("test_")
+        and "django.db.migrations.executor" in imported_modules(path)
+        and "migrations" not in marks_at_module_level(path)
+    ]
+    assert unmarked == []
+
+
 def test_a_test_not_marked_services_cannot_start_a_process():
     with pytest.raises(UnmarkedProcessError, match="is not marked `services`"):
         subprocess.run(["true"], check=True)

@@ -1,5 +1,5 @@
-"""Checkpoint chains: deltas rebuilt exactly, HMAC digests checked along the whole chain, migration of old rows,
-and forks, recovery and pages working from a delta checkpoint."""
+"""Checkpoint chains: deltas rebuilt exactly, HMAC digests checked along the whole chain, and forks, recovery and
+pages working from a delta checkpoint (the migration of old rows: test_checkpoint_signing_migration.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import hashlib
 import json
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from pydantic_ai import DeferredToolResults, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from runs.harness import DeferredToolResume, HarnessState, PendingDeferredCalls
@@ -134,55 +132,6 @@ def test_the_pending_input_is_covered_by_the_digest_and_survives_a_reload():
     reloaded = Checkpoint.objects.get(pk=row.pk)
     checkpoints.load(reloaded)
     assert checkpoints.pending_input(reloaded) == pending
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_migration_signs_intact_whole_state_checkpoints_and_keeps_altered_ones_refused():
-    thread = factories.thread()
-    executor = MigrationExecutor(connection)
-    executor.migrate([("runs", "0003_tool_dispatch")])
-    try:
-        migrate_old_rows(executor, thread)
-    finally:
-        executor = MigrationExecutor(connection)
-        executor.migrate(executor.loader.graph.leaf_nodes())
-
-
-def migrate_old_rows(executor: MigrationExecutor, thread: Thread) -> None:
-    old_apps = executor.loader.project_state([("runs", "0003_tool_dispatch")]).apps
-    state = growing_states(thread, 2)[1]
-    state_json = state.model_dump_json()
-    OldCheckpoint = old_apps.get_model("runs", "Checkpoint")
-    intact = OldCheckpoint.objects.create(
-        thread_id=thread.pk,
-        kind="boundary",
-        state_json=state_json,
-        digest=hashlib.sha256(state_json.encode()).hexdigest(),
-        pending_deferred_input={"kept": [1, 2]},
-        metadata={},
-    )
-    altered = OldCheckpoint.objects.create(
-        thread_id=thread.pk,
-        kind="boundary",
-        state_json=state_json.replace("question 1", "question X"),
-        digest=hashlib.sha256(state_json.encode()).hexdigest(),
-        metadata={},
-    )
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
-
-    migrated = Checkpoint.objects.get(pk=intact.pk)
-    assert not migrated.is_delta and migrated.digest != hashlib.sha256(state_json.encode()).hexdigest()
-    state_again, tip = checkpoints.load_chain(migrated)
-    assert state_again == state
-    with pytest.raises(checkpoints.CheckpointError, match="was altered"):
-        checkpoints.load(Checkpoint.objects.get(pk=altered.pk))
-    # A migrated checkpoint is a base new deltas chain onto.
-    extended = state.with_changes(
-        message_history=[*state.message_history, ModelRequest(parts=[UserPromptPart("more")])]
-    )
-    delta = checkpoints.create(thread, extended, kind=CheckpointKind.BOUNDARY, chain=checkpoints.CheckpointChain(tip))
-    assert delta.parent_id == migrated.pk and checkpoints.load(delta) == extended
 
 
 def delta_boundary(run: Run) -> Checkpoint:

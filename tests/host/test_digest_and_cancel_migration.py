@@ -17,6 +17,7 @@ from runs.services.lifecycle.approvals import canonical_json
 from tests.support import factories
 from tests.support.factories import suspended_execution
 
+pytestmark = pytest.mark.migrations
 MIGRATION = ("runs", "0013_keyed_digests_and_dropped_cancels")
 
 

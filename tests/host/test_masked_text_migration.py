@@ -11,6 +11,7 @@ from runs.models import Execution, Thread
 from runs.services.lifecycle import executions
 from tests.support import factories
 
+pytestmark = pytest.mark.migrations
 MIGRATION = ("runs", "0012_masked_inputs_and_titles")
 
 

@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+pytestmark = pytest.mark.migrations
 MIGRATION = ("runs", "0005_policy_version_limits")
 # Out of range, yet storable in every backend's integer column (SQLite also took 10**15, PostgreSQL cannot).
 HUGE = 2**31 - 1

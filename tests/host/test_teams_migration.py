@@ -12,6 +12,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from runs.models import AgentProfile, HostPolicy, Membership, Team, TeamRole, Thread
 
+pytestmark = pytest.mark.migrations
 MIGRATION = ("runs", "0014_teams")
 
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 from runs.models import TimelineEvent, TimelineOrigin
 from tests.support import factories
 
+pytestmark = pytest.mark.migrations
 MIGRATION = ("runs", "0010_timeline_origin")
 
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from agui_api.models import ApiToken, TokenScope
 
+pytestmark = pytest.mark.migrations
 MIGRATION = ("agui_api", "0002_token_expiry_and_scope")
 
 
