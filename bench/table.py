@@ -1,7 +1,7 @@
-"""BENCHMARKS.md from the JSON results: machine, every figure with its baseline and ratio, growth, findings.
+"""BENCHMARKS.md from the JSON results of one run: machine, every figure with its baseline and ratio, growth.
 
 The findings (why a target is missed, with the profile that explains it) are written by hand in
-`bench/findings.md`; the table itself is always regenerated from the latest JSON.
+`bench/findings.md`, which the table links to; the table itself is always regenerated from the run's JSON.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import Any
 
 __all__ = ("render",)
 
-FINDINGS = Path(__file__).resolve().parent / "findings.md"
 ORDER = ("hosting", "journal", "observer", "replay", "live", "viewers", "browser")
 FLAT_LIMIT = 1.3
 BYTES_LIMIT = 2.0
@@ -121,8 +120,14 @@ def render(directory: Path) -> str:
         "| | |",
         "|---|---|",
     ]
+    commits: dict[str, list[str]] = {}
+    for result in results:
+        commits.setdefault(result["machine"].get("commit", "unknown"), []).append(result["benchmark"])
     for key, label in MACHINE_FIELDS:
         value = first["machine"].get(key, "")
+        if key == "commit" and len(commits) > 1:
+            # Results left from separate runs: say which figure comes from which commit rather than name one.
+            value = "; ".join(f"{commit} ({', '.join(sorted(set(names)))})" for commit, names in commits.items())
         lines.append(f"| {label} | {', '.join(map(str, value)) if isinstance(value, list) else value} |")
     lines += [
         "",
@@ -181,6 +186,5 @@ def render(directory: Path) -> str:
     if notes:
         lines += ["", "## How each benchmark measures", ""]
         lines += [f"- **{result['benchmark']}** ({result['database']}): {note}" for result, note in notes]
-    if FINDINGS.exists():
-        lines += ["", FINDINGS.read_text().rstrip()]
+    lines += ["", "## Findings", "", "Why a target is missed, from profiles: [bench/findings.md](bench/findings.md)."]
     return "\n".join(lines) + "\n"
