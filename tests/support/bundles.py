@@ -6,7 +6,18 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+from datetime import timedelta
 from typing import Any
+
+from ag_ui.core import (
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
 
 from runs.demo_profile import ensure_demo_profile
 from runs.models import BundleMode, Decision, Execution, RunStatus, Verdict
@@ -47,6 +58,39 @@ def ended_tree(user: Any) -> Execution:
     parent.refresh_from_db()
     assert parent.status == "completed", parent.status
     return parent
+
+
+def two_lanes() -> Execution:
+    """An ended execution of two runs (a crash, then a recovery) that look up the same record and then search for
+    different things: lanes, a time axis and a divergence to compare."""
+    execution = factories.make_execution(factories.make_thread("Two lanes"), status="completed")
+    thread_id = execution.thread.thread_id
+    first = factories.make_run(execution, status="failed", failure_code="worker_lost")
+    second = factories.make_run(
+        execution,
+        reason="recovery",
+        previous_run=first,
+        status="completed",
+        started_at=factories.START + timedelta(seconds=6),
+    )
+    for run, query, end in (
+        (first, "acme", RunErrorEvent(code="worker_lost", message="The worker stopped.")),
+        (second, "acme corp", RunFinishedEvent(thread_id=thread_id, run_id=second.run_id, outcome={"type": "success"})),
+    ):
+        calls = [
+            ("call-1", "lookup_record", '{"record_id": "REC-7"}'),
+            ("call-2", "search_records", json.dumps({"query": query})),
+        ]
+        events: list[Any] = [RunStartedEvent(thread_id=thread_id, run_id=run.run_id)]
+        for call_id, name, args in calls:
+            events += [
+                ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name),
+                ToolCallArgsEvent(tool_call_id=call_id, delta=args),
+                ToolCallEndEvent(tool_call_id=call_id),
+                ToolCallResultEvent(message_id=f"{call_id}:result", tool_call_id=call_id, content="[]"),
+            ]
+        factories.append_events(run, [*events, end])
+    return execution
 
 
 def exported(execution: Execution, mode: BundleMode = BundleMode.FULL, **kwargs: Any) -> bytes:
