@@ -40,7 +40,7 @@ from runs.models import (
     ToolDispatch,
 )
 
-from ..store import access, checkpoints
+from ..store import POLICY_VERSION_FIELDS, access, checkpoints
 from ..store.bundle_format import BundleError, write_bundle
 from ..timeline.redaction import Redactor, redactor_for
 
@@ -153,20 +153,7 @@ def _members(executions: QuerySet[Execution], threads: list[Thread], full: bool)
             HostPolicyVersion.objects.filter(
                 Q(pk__in=executions.values("policy_version")) | Q(pk__in=runs.values("policy_version"))
             ),
-            [
-                "id",
-                "number",
-                "approval_rules",
-                "tool_recovery",
-                "max_attempts",
-                "lease_seconds",
-                "approval_timeout_seconds",
-                "redact_patterns",
-                "model_max_retries",
-                "created_at",
-                "comment",
-                "policy__name",
-            ],
+            ["id", "number", *POLICY_VERSION_FIELDS, "created_at", "comment", "policy__name"],
         ),
         "profiles": _rows(
             AgentProfile.objects.filter(pk__in=profile_pks),

@@ -46,6 +46,7 @@ from runs.models import (
     ToolDispatch,
 )
 
+from ..store import POLICY_VERSION_FIELDS
 from ..store.bundle_format import BundleContents, BundleError, read_bundle
 from ..store.checkpoints import digest_of
 from ..store.inserts import insert_rows
@@ -145,13 +146,7 @@ def _policy_versions(contents: BundleContents, team: Team, ids: _Ids, host: str)
                 {
                     "policy": policy.pk,
                     "number": number,
-                    "approval_rules": row["approval_rules"],
-                    "tool_recovery": row["tool_recovery"],
-                    "max_attempts": row["max_attempts"],
-                    "lease_seconds": row["lease_seconds"],
-                    "approval_timeout_seconds": row["approval_timeout_seconds"],
-                    "redact_patterns": row["redact_patterns"],
-                    "model_max_retries": row["model_max_retries"],
+                    **{name: row[name] for name in POLICY_VERSION_FIELDS},
                     "created_at": _when(row["created_at"]),
                     "comment": f"Imported from {host}: version {row['number']} of its policy "
                     f"{row['policy__name']}. {row['comment']}".strip(),
