@@ -89,6 +89,8 @@ def begin(profile_name: str, run_input: RunAgentInput, user: User) -> StreamStar
         _check_history(thread, user_texts[:-1])
         try:
             execution = executions.start_execution(thread, prompt, user=user)
+        except executions.ReadOnlyThread as exc:
+            raise Refused(409, "thread_read_only", f"Thread {thread.thread_id} is an imported copy.") from exc
         except executions.ExecutionBusy as exc:
             waiting = thread.executions.filter(status=ExecutionStatus.WAITING).exists()
             hint = " It waits on interrupts: answer them with `resume`." if waiting else ""

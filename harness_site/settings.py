@@ -48,11 +48,18 @@ SECRET_KEY = _secret_key()
 # The key of the checkpoints' HMAC digests, so an edit of the database cannot forge a state to continue from.
 # By default the secret key (salted for this use); changing either makes every stored checkpoint refuse to load.
 CHECKPOINT_KEY = env.text("CHECKPOINT_KEY", "") or SECRET_KEY
+# The key of run bundles' signatures (an HMAC over the manifest): two Hosts that share it accept each other's bundles.
+HARNESS_BUNDLE_KEY = env.text("HARNESS_BUNDLE_KEY", "") or SECRET_KEY
 DEBUG = env.flag("DEBUG")
 if PRODUCTION and DEBUG:
     env.problems.append("HARNESS_ENV=production refuses DEBUG: it shows settings and code to anyone.")
 ALLOWED_HOSTS = env.items("ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env.items("CSRF_TRUSTED_ORIGINS", "")
+# How this Host names itself in the bundles it exports ("imported from <host>" on the importing Host).
+HARNESS_HOST_NAME = env.text("HARNESS_HOST_NAME", "") or (ALLOWED_HOSTS[0] if ALLOWED_HOSTS else "harness-host")
+# The largest bundle file accepted, and the most its members may hold once decompressed.
+HARNESS_BUNDLE_MAX_BYTES = env.integer("HARNESS_BUNDLE_MAX_BYTES", 256 * 1024 * 1024)
+HARNESS_BUNDLE_MAX_UNPACKED_BYTES = env.integer("HARNESS_BUNDLE_MAX_UNPACKED_BYTES", 2 * 1024 * 1024 * 1024)
 
 INSTALLED_APPS = [
     "daphne",

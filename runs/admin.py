@@ -14,8 +14,11 @@ from axes import admin as axes_admin
 from axes.models import AccessAttempt
 from django import forms
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Field, QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
@@ -24,22 +27,28 @@ from runs.harness import ApprovalRule, parse_approval_rules
 from runs.models import (
     POLICY_VERSION_LIMITS,
     AgentProfile,
+    BundleTransfer,
     Decision,
     DeferredRequest,
     Execution,
     HostPolicy,
     HostPolicyVersion,
+    Team,
+    TeamRole,
     ToolRecovery,
 )
+from runs.services.lifecycle import bundle_import
 from runs.services.reports import dry_run, effective_approvals, rule_problems
 from runs.services.store import (
     POLICY_VERSION_FIELDS,
     ModelChoice,
+    access,
     model_problems,
     parse_redact_patterns,
     publish_policy_version,
     toolbox,
 )
+from runs.services.store.bundle_format import BundleError
 from runs.services.timeline import redactor_for
 
 
@@ -364,6 +373,55 @@ class DeferredRequestAdmin(RecordAdmin):
     @admin.display(description="arguments")
     def shown_args(self, deferred: DeferredRequest) -> str:
         return _masked(deferred.args, deferred.execution)
+
+
+class BundleUploadForm(forms.Form):
+    bundle = forms.FileField(help_text="A run bundle (.zip) exported by a Host.")
+    team = forms.ModelChoiceField(queryset=Team.objects.none(), help_text="The team the read-only copy belongs to.")
+    accept_unsigned = forms.BooleanField(
+        required=False,
+        help_text="Import it although its signature does not match this Host's key (its hashes are still checked).",
+    )
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["team"]
+        assert isinstance(field, forms.ModelChoiceField)
+        field.queryset = access.scoped(Team.objects.all(), user, TeamRole.ADMIN)
+
+
+@admin.register(BundleTransfer)
+class BundleTransferAdmin(RecordAdmin):
+    """Every run bundle exported and imported; an admin of a team imports one into it from the list's link."""
+
+    list_display = ["at", "direction", "mode", "host", "team", "execution", "user", "signed"]
+    list_filter = ["direction", "mode", "signed"]
+    readonly_fields = [field.name for field in BundleTransfer._meta.fields]
+    change_list_template = "admin/runs/bundletransfer/change_list.html"
+
+    def get_urls(self) -> list[URLPattern]:
+        upload = path("import/", self.admin_site.admin_view(self.import_view), name="runs_bundletransfer_import")
+        return [upload, *super().get_urls()]
+
+    def import_view(self, request: HttpRequest) -> HttpResponse:
+        if not access.scoped(Team.objects.all(), request.user, TeamRole.ADMIN).exists():
+            raise PermissionDenied("Importing a bundle needs the admin role in a team.")
+        form = BundleUploadForm(request.POST or None, request.FILES or None, user=request.user)
+        if request.method == "POST" and form.is_valid():
+            try:
+                transfer = bundle_import.import_bundle(
+                    form.cleaned_data["bundle"],
+                    team=form.cleaned_data["team"],
+                    user=request.user,
+                    accept_unsigned=form.cleaned_data["accept_unsigned"],
+                )
+            except BundleError as exc:
+                form.add_error("bundle", f"Nothing was imported: {exc}.")
+            else:
+                self.message_user(request, f"Imported a {transfer.mode} bundle from {transfer.host}.")
+                return redirect(reverse("runs:execution", args=[transfer.execution_id]))
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta, "form": form}
+        return render(request, "admin/runs/bundletransfer/import.html", context, status=400 if form.errors else 200)
 
 
 class AccessAttemptAdmin(axes_admin.AccessAttemptAdmin):  # type: ignore[misc]  # axes ships no types: Any

@@ -182,6 +182,10 @@ class Thread(models.Model):
     forked_from = models.ForeignKey(
         "Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
     )
+    # A read-only copy of another Host's thread, made from a run bundle: no execution starts on it.
+    imported_by = models.ForeignKey(
+        "BundleTransfer", null=True, blank=True, on_delete=models.PROTECT, related_name="threads"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -594,3 +598,38 @@ class StartSubmission(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class BundleMode(models.TextChoices):
+    # The timeline and masked inputs only: safe to hand to someone outside the team.
+    REDACTED = "redacted"
+    # The journal and checkpoints with their real values, too: needs `runs.export_full_bundle`.
+    FULL = "full"
+
+
+class BundleDirection(models.TextChoices):
+    EXPORT = "export"
+    IMPORT = "import"
+
+
+class BundleTransfer(models.Model):
+    """One run bundle exported from or imported into this Host: who, when, what, and the manifest's hash."""
+
+    direction = models.CharField(max_length=8, choices=BundleDirection.choices)
+    mode = models.CharField(max_length=8, choices=BundleMode.choices)
+    # The Host that exported the bundle (this one's name for an export).
+    host = models.CharField(max_length=200)
+    exported_at = models.DateTimeField()
+    execution = models.ForeignKey(Execution, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+")
+    manifest_sha256 = models.CharField(max_length=64)
+    signed = models.BooleanField(default=True, help_text="False: imported without a valid signature, as asked.")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        permissions = [("export_full_bundle", "Can export run bundles with real values (full mode)")]
+
+    def __str__(self) -> str:
+        return f"{self.direction} of a {self.mode} bundle ({self.host}, {self.at:%Y-%m-%d %H:%M})"

@@ -14,6 +14,7 @@ urlpatterns = [
     path("checkpoints/<pk:pk>/fork/", views.fork_checkpoint, name="fork_checkpoint"),
     path("executions/<pk:pk>/", views.execution_detail, name="execution"),
     path("executions/<pk:pk>/cancel/", views.cancel_execution, name="cancel_execution"),
+    path("executions/<pk:pk>/bundle/", views.export_bundle, name="export_bundle"),
     path("executions/<pk:execution_pk>/events/<pk:position>/", views.event_detail, name="event"),
     path("runs/<pk:pk>/", views.run_detail, name="run"),
     *approval_urls.urlpatterns,

@@ -4,19 +4,20 @@ other services."""
 from __future__ import annotations
 
 import json
+import tempfile
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.forms import Form, ModelChoiceField
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from runs.forms import TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
-from runs.models import Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
-from runs.services.lifecycle import can_decide, cancellation, executions, starts
+from runs.models import BundleMode, Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
+from runs.services.lifecycle import bundle_export, can_decide, cancellation, executions, starts
 from runs.services.reports import failures, provenance, timeline_page
 from runs.services.store import access, checkpoints, queueing
 from runs.services.store.access import Action, get_visible_or_404
@@ -81,7 +82,9 @@ def create_thread(request: HttpRequest) -> HttpResponse:
 @login_required
 def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
     thread = get_visible_or_404(
-        Thread.objects.select_related("profile", "selected_checkpoint", "forked_from__thread"), request.user, pk=pk
+        Thread.objects.select_related("profile", "selected_checkpoint", "forked_from__thread", "imported_by"),
+        request.user,
+        pk=pk,
     )
     checkpoints = Paginator(read_side.checkpoints_of(thread), CHECKPOINTS_PER_PAGE).get_page(
         request.GET.get("checkpoints")
@@ -102,7 +105,8 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "origin": provenance.fork_origin(thread),
             "forks": read_side.forks_of(thread),
             "limits": LIMITS,
-            "may_start": access.can(request.user, Action.START, thread),
+            # An imported copy is read, never continued.
+            "may_start": thread.imported_by_id is None and access.can(request.user, Action.START, thread),
         },
     )
 
@@ -182,7 +186,11 @@ def _started(
 def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
     execution = get_visible_or_404(
         Execution.objects.select_related(
-            "thread__profile", "policy_version__policy", "cancelled_by", "parent_request__execution__thread"
+            "thread__profile",
+            "thread__imported_by",
+            "policy_version__policy",
+            "cancelled_by",
+            "parent_request__execution__thread",
         ),
         request.user,
         pk=pk,
@@ -206,6 +214,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             and (execution.status != ExecutionStatus.WAITING or can_decide(request.user, execution)),
             "dropped_cancel_requests": execution.dropped_cancel_requests.select_related("requested_by", "run"),
             "waiting_for_queue": queueing.waiting_for_queue(execution),
+            "may_export_full": request.user.has_perm(bundle_export.FULL_EXPORT_PERMISSION),
             # Host-managed children this execution's runs started, each on its own thread.
             "children": Execution.objects.filter(parent_request__execution=execution)
             .select_related("thread", "parent_request")
@@ -230,6 +239,28 @@ def cancel_execution(request: HttpRequest, pk: int) -> HttpResponse:
             "first: then the request is dropped, and cancelling the waiting execution is an approver's decision).",
         )
     return redirect("runs:execution", pk=execution.pk)
+
+
+@login_required
+@require_POST
+def export_bundle(request: HttpRequest, pk: int) -> HttpResponse | FileResponse:
+    """The execution's tree as a run bundle file (redacted, or full with the permission); every export is recorded."""
+    execution = get_visible_or_404(Execution.objects.select_related("thread"), request.user, pk=pk)
+    try:
+        mode = BundleMode(request.POST.get("mode", BundleMode.REDACTED))
+    except ValueError:
+        return HttpResponseBadRequest("The mode is redacted or full.")
+    # The response closes (and so removes) the file once it is sent.
+    target = tempfile.TemporaryFile()  # noqa: SIM115
+    try:
+        transfer = bundle_export.export_bundle(execution, target, mode=mode, user=request.user)
+    except bundle_export.ExportRefused as refused:
+        target.close()
+        messages.error(request, f"Nothing was exported: {refused}.")
+        return redirect("runs:execution", pk=execution.pk)
+    target.seek(0)
+    name = f"{execution.thread.thread_id}-{execution.number}-{transfer.mode}.harness-bundle.zip"
+    return FileResponse(target, as_attachment=True, filename=name, content_type="application/zip")
 
 
 @login_required

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -11,8 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import Permission
 
 from harness_site.var_dir import prepare_var_dir
+from tests.support.bundles import ended_tree, exported, page_data, tree_of
 from tests.support.services import ROOT, free_port
 
 pytestmark = pytest.mark.postgres
@@ -87,9 +90,11 @@ def postgres_url() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def pytest_on_postgresql(postgres_url: str, var_dir: Path, tests: list[str], *, timeout: float) -> None:
+def pytest_on_postgresql(
+    postgres_url: str, var_dir: Path, tests: list[str], *, timeout: float, env: dict[str, str] | None = None
+) -> str:
     prepare_var_dir(var_dir)
-    env = {**os.environ, "DATABASE_URL": postgres_url, "HARNESS_VAR_DIR": str(var_dir)}
+    env = {**os.environ, "DATABASE_URL": postgres_url, "HARNESS_VAR_DIR": str(var_dir), **(env or {})}
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider", "-x", "--tb=short"],
         cwd=ROOT,
@@ -100,6 +105,7 @@ def pytest_on_postgresql(postgres_url: str, var_dir: Path, tests: list[str], *, 
     )
     assert completed.returncode == 0, completed.stdout[-6000:] + completed.stderr[-2000:]
     assert "passed" in completed.stdout
+    return completed.stdout
 
 
 def test_the_host_database_tests_pass_on_postgresql(postgres_url, tmp_path):
@@ -127,3 +133,30 @@ def test_the_audit_export_and_the_paginated_lists_on_postgresql(postgres_url, tm
         "tests/web/test_audit.py::test_decisions_show_json_and_link_to_thread_execution_and_runs",
     ]
     pytest_on_postgresql(postgres_url, tmp_path, tests, timeout=900)
+
+
+@pytest.mark.django_db
+def test_a_bundle_exported_on_sqlite_shows_the_same_pages_imported_on_postgresql(
+    postgres_url, tmp_path, settings, django_user_model
+):
+    # The two Hosts share the bundle key, as two Hosts that trust each other's bundles are configured.
+    settings.HARNESS_BUNDLE_KEY = "a key both hosts hold"
+    approver = django_user_model.objects.create_user("sqlite-approver")
+    approver.user_permissions.add(Permission.objects.get(codename="decide_deferred"))
+    tree = ended_tree(django_user_model.objects.get(pk=approver.pk))
+    bundle, pages = tmp_path / "tree.zip", tmp_path / "pages.json"
+    bundle.write_bytes(exported(tree))
+    pages.write_text(json.dumps([page_data(execution) for execution in tree_of(tree)], default=str))
+
+    output = pytest_on_postgresql(
+        postgres_url,
+        tmp_path / "var",
+        ["tests/host/test_bundle_elsewhere.py"],
+        timeout=600,
+        env={
+            "HARNESS_BUNDLE_KEY": settings.HARNESS_BUNDLE_KEY,
+            "HARNESS_TEST_BUNDLE": str(bundle),
+            "HARNESS_TEST_BUNDLE_PAGES": str(pages),
+        },
+    )
+    assert "1 passed" in output and "skipped" not in output, output

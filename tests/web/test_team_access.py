@@ -134,6 +134,10 @@ SURFACES: dict[str, Surface | None] = {
         lambda w: reverse("runs:cancel_execution", args=[w.suspended.execution.pk]),
         _each(302, viewer=403, operator=403),
     ),
+    # Any member may download a redacted bundle (this execution still waits, so the export is refused: a redirect).
+    "runs:export_bundle": Surface(
+        "post", lambda w: reverse("runs:export_bundle", args=[w.suspended.execution.pk]), _each(302)
+    ),
     "runs:event": Surface("get", lambda w: reverse("runs:event", args=[w.suspended.execution.pk, 1]), _each(200)),
     "runs:run": Surface("get", lambda w: reverse("runs:run", args=[w.run_pk]), _each(200)),
     "runs:approvals": Surface("get", lambda w: reverse("runs:approvals"), SEE_ALL),

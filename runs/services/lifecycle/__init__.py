@@ -1,7 +1,7 @@
 """An execution's life, above `timeline`: starting, resuming and forking work, Host-managed children, answering
-deferred requests (approvals) and cancelling."""
+deferred requests (approvals), cancelling, and moving executions between Hosts as run bundles."""
 
-from . import approvals, cancellation, executions, forks, starts
+from . import approvals, bundle_export, bundle_import, cancellation, executions, forks, starts
 from .approvals import (
     CANCEL_MESSAGE,
     EXPIRY_MESSAGE,
@@ -34,6 +34,8 @@ __all__ = (
     "SubmissionRejected",
     "approvals",
     "args_digest",
+    "bundle_export",
+    "bundle_import",
     "can_decide",
     "cancel_execution",
     "cancellation",

@@ -36,6 +36,7 @@ from ..timeline.redaction import redactor_for
 
 __all__ = (
     "ExecutionBusy",
+    "ReadOnlyThread",
     "create_thread",
     "current_policy_version",
     "masked_title",
@@ -47,6 +48,10 @@ __all__ = (
 
 class ExecutionBusy(RuntimeError):
     """The thread already has an active execution (queued, running, waiting or recovering)."""
+
+
+class ReadOnlyThread(RuntimeError):
+    """The thread is a copy imported from a run bundle: it is read, never continued (fork it instead)."""
 
 
 def current_policy_version(team: Team | int | None = None) -> HostPolicyVersion:
@@ -132,6 +137,8 @@ def start_execution(
     try:
         with transaction.atomic():
             thread = Thread.objects.select_for_update().get(pk=thread.pk)
+            if thread.imported_by_id is not None:
+                raise ReadOnlyThread(f"thread {thread.thread_id} is an imported copy; no execution starts on it")
             number = (thread.executions.aggregate(last=Max("number"))["last"] or 0) + 1
             version = current_policy_version(thread.profile.team_id)
             execution = Execution.objects.create(

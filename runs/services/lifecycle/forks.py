@@ -7,7 +7,7 @@ from typing import Any
 from django.db import transaction
 
 from runs.harness import new_thread_id
-from runs.models import Checkpoint, CheckpointKind, Thread
+from runs.models import BundleMode, Checkpoint, CheckpointKind, Thread
 
 from ..store import checkpoints
 from .executions import masked_title
@@ -21,8 +21,12 @@ def fork_thread(checkpoint: Checkpoint, *, title: str = "", user: Any = None) ->
     The fork keeps history and capability namespaces and drops environment state; it records its origin in
     `forked_from` and in the fork checkpoint's metadata (with who forked it). No execution is started.
     """
-    state = checkpoints.load(checkpoint).fork(thread_id=new_thread_id())
     source = checkpoint.thread
+    if source.imported_by is not None and source.imported_by.mode == BundleMode.REDACTED:
+        raise checkpoints.CheckpointError(
+            "this thread was imported from a redacted bundle, which holds no states: there is nothing to fork from"
+        )
+    state = checkpoints.load(checkpoint).fork(thread_id=new_thread_id())
     with transaction.atomic():
         thread = Thread.objects.create(
             thread_id=state.thread_id,

@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 
 from runs.models import AgentProfile, Checkpoint, Execution, StartSubmission, Thread
 
-from .executions import ExecutionBusy, create_thread, start_execution
+from .executions import ExecutionBusy, ReadOnlyThread, create_thread, start_execution
 from .forks import fork_thread
 
 __all__ = ("MAX_KEY_LENGTH", "StartRefused", "Started", "earlier_post", "fork", "new_execution", "new_thread")
@@ -73,6 +73,10 @@ def _once(key: str, user: Any, create: Callable[[], tuple[Thread, Execution | No
             thread, execution = create()
             submission.thread, submission.execution = thread, execution
             submission.save(update_fields=["thread", "execution"])
+    except ReadOnlyThread:
+        raise StartRefused(
+            "This thread is a read-only copy imported from a run bundle; fork one of its checkpoints to continue it."
+        ) from None
     except (IntegrityError, ExecutionBusy):
         # A concurrent post of the same form committed first (its key row won), or this failure is real.
         if (first := earlier_post(key, user)) is not None:

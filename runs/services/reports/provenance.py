@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db.models import Count
-from pydantic_ai.messages import ModelResponse
 
 from runs.models import Checkpoint, Execution, Run, Thread
 
@@ -49,11 +48,9 @@ def inherited_tool_names(execution: Execution) -> dict[str, str]:
     first = execution.runs.select_related("start_checkpoint").order_by("number").first()
     if first is None or first.start_checkpoint is None:
         return {}
-    history = checkpoints.load(first.start_checkpoint).message_history
-    for message in reversed(history):
-        if isinstance(message, ModelResponse):
-            return {call.tool_call_id: call.tool_name for call in message.tool_calls}
-    return {}
+    if (summary := first.start_checkpoint.metadata.get(checkpoints.REDACTED_SUMMARY)) is not None:
+        return dict(summary["last_calls"])
+    return checkpoints.last_response_calls(checkpoints.load(first.start_checkpoint))
 
 
 def checkpoint_contents(rows: Iterable[Checkpoint]) -> dict[int, CheckpointContents]:
@@ -68,7 +65,10 @@ def checkpoint_contents(rows: Iterable[Checkpoint]) -> dict[int, CheckpointConte
     def messages(pk: int) -> int:
         chain: list[tuple[Checkpoint, int]] = []  # deltas, each with its parent's pk
         while pk not in counts:
-            row = Checkpoint.objects.only("parent_id", "state_json", "history_delta").get(pk=pk)
+            row = Checkpoint.objects.only("parent_id", "state_json", "history_delta", "metadata").get(pk=pk)
+            if (summary := row.metadata.get(checkpoints.REDACTED_SUMMARY)) is not None:
+                counts[row.pk] = summary["messages"]
+                break
             if row.parent_id is None:
                 counts[row.pk] = len(json.loads(row.state_json).get("message_history", []))
                 break

@@ -4,7 +4,7 @@ Leases, row inserts, the journal and checkpoints; the RQ queue; login sessions r
 policy versions, the tool registry, model providers and the agent a run builds from them.
 """
 
-from . import access, checkpoints, journal, leases, policy, queueing, toolbox
+from . import access, bundle_format, checkpoints, journal, leases, policy, queueing, toolbox
 from .login_sessions import session_store, session_user_pk
 from .policy import (
     POLICY_VERSION_FIELDS,
@@ -26,6 +26,7 @@ __all__ = (
     "approval_capability",
     "approval_reason",
     "base_url_problem",
+    "bundle_format",
     "checkpoints",
     "expiry_for",
     "journal",

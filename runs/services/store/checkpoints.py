@@ -26,6 +26,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils.crypto import salted_hmac
 from pydantic import ValidationError
+from pydantic_ai.messages import ModelResponse
 
 from runs.harness import DeferredToolResume, HarnessState, decode_resume, encode_resume
 from runs.models import Checkpoint, CheckpointKind, Run, Thread
@@ -34,11 +35,13 @@ from .leases import Lease, verify
 
 __all__ = (
     "BASE_GROWTH",
+    "REDACTED_SUMMARY",
     "ChainTip",
     "CheckpointChain",
     "CheckpointError",
     "create",
     "digest_of",
+    "last_response_calls",
     "load",
     "load_chain",
     "pending_input",
@@ -48,6 +51,10 @@ __all__ = (
 
 BASE_GROWTH = 2
 """A new base is written once the deltas since the current base would exceed this many times its size."""
+
+REDACTED_SUMMARY = "redacted"
+"""The metadata key of a checkpoint imported from a redacted bundle, which holds no state: what pages read of it
+(`{"messages": <count>, "last_calls": {<tool call id>: <tool name>}}`), names and counts the timeline shows anyway."""
 
 _DIGEST_SALT = "runs.checkpoint.v2"
 _EMPTY_HISTORY = b"[]"
@@ -305,3 +312,12 @@ def pending_input(checkpoint: Checkpoint) -> DeferredToolResume | None:
     if checkpoint.pending_deferred_input is None:
         return None
     return decode_resume(checkpoint.pending_deferred_input, recovery=True)
+
+
+def last_response_calls(state: HarnessState) -> dict[str, str]:
+    """Tool call id -> tool name of the calls of the state's last model response (what a run continuing from it may
+    answer without making the calls itself)."""
+    for message in reversed(state.message_history):
+        if isinstance(message, ModelResponse):
+            return {call.tool_call_id: call.tool_name for call in message.tool_calls}
+    return {}
