@@ -1,0 +1,7 @@
+"""RQ entry point (thin): the work lives in alerts.delivery."""
+
+from alerts import delivery
+
+
+def deliver_webhook(delivery_pk: int) -> str:
+    return delivery.attempt(delivery_pk)
