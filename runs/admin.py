@@ -29,6 +29,7 @@ from runs.models import (
     Execution,
     HostPolicy,
     HostPolicyVersion,
+    ModelPrice,
     ToolRecovery,
 )
 from runs.services.reports import dry_run, effective_approvals, rule_problems
@@ -378,3 +379,12 @@ class AccessAttemptAdmin(axes_admin.AccessAttemptAdmin):  # type: ignore[misc]  
 if admin.site.is_registered(AccessAttempt):
     admin.site.unregister(AccessAttempt)
     admin.site.register(AccessAttempt, AccessAttemptAdmin)
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    """Prices per million tokens; a new price from a later date keeps the older runs at the price they ran at."""
+
+    list_display = ["model", "valid_from", "input", "output", "cache_read", "cache_write"]
+    list_filter = ["model"]
+    search_fields = ["model"]

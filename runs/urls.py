@@ -16,5 +16,6 @@ urlpatterns = [
     path("executions/<pk:pk>/cancel/", views.cancel_execution, name="cancel_execution"),
     path("executions/<pk:execution_pk>/events/<pk:position>/", views.event_detail, name="event"),
     path("runs/<pk:pk>/", views.run_detail, name="run"),
+    path("usage/", views.usage, name="usage"),
     *approval_urls.urlpatterns,
 ]
