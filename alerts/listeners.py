@@ -29,8 +29,8 @@ def connect() -> None:
     sweep_passed.connect(_on_sweep, dispatch_uid="alerts-webhooks")
 
 
-def _on_host_event(sender: Any, *, event: HostEvent, execution: int, **keys: int) -> None:
-    fan_out(event, execution, keys)
+def _on_host_event(sender: Any, *, signal: Any, event: HostEvent, execution: int, **keys: int) -> None:
+    fan_out(HostEvent(event), execution, keys)
 
 
 def _on_sweep(sender: Any, *, now: datetime, **kwargs: Any) -> None:
