@@ -12,3 +12,4 @@ class AlertsConfig(AppConfig):
 
         listeners.connect()
         allow_job("alerts.jobs.deliver_webhook", 1)
+        allow_job("alerts.jobs.drain_webhooks", 0)

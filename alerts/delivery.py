@@ -1,6 +1,11 @@
-"""Sending a delivery: one attempt per RQ job, the outcome written to its row, retries timed by the sweeper.
+"""Sending deliveries: attempts by RQ jobs, the outcome written to each row, retries timed by the sweeper.
 
-A delivery's job is enqueued after the commit that created it. Its row holds the schedule, not Redis: a failed
+New deliveries are sent by a drain job, requested after the commit that created them: one job sends every new
+delivery there is (for up to DRAIN_SECONDS, then it asks for another), so a burst of events costs a few jobs, not
+one forked work-horse each, and runs queued behind it wait little. A Redis key marks a drain as requested, so only
+one waits in the queue at a time; the job clears it before it looks, so nothing committed meanwhile is missed.
+
+A row holds its schedule, not Redis: a failed
 attempt that may succeed later (no answer, a connection error, 5xx, 408, 429) sets `next_attempt_at` with a
 doubling backoff, and the sweeper's pass enqueues every delivery that is due (`send_due`). The same pass enqueues
 a delivery whose job was lost (Redis down at the commit, a worker killed mid-attempt), so nothing waits forever
@@ -13,6 +18,7 @@ such rather than chased.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -30,11 +36,17 @@ from runs.services.store import queueing
 from .models import DeliveryStatus, Webhook, WebhookDelivery
 from .signing import signed_headers
 
-__all__ = ("attempt", "backoff", "enqueue_after_commit", "send_again", "send_due")
+__all__ = ("attempt", "backoff", "drain", "drain_after_commit", "send_again", "send_due")
 
 log = logging.getLogger(__name__)
 
 JOB = "alerts.jobs.deliver_webhook"
+DRAIN_JOB = "alerts.jobs.drain_webhooks"
+DRAIN_KEY = "harness:webhooks:drain-requested"
+# A drain requested but lost with Redis is forgotten after this; the sweeper sends its deliveries meanwhile.
+DRAIN_KEY_SECONDS = 120
+DRAIN_SECONDS = 30.0
+DRAIN_BATCH = 100
 MAX_BACKOFF = timedelta(hours=1)
 # A delivery whose job has not claimed it by then is taken as lost and enqueued again by the sweeper.
 REQUEUE_AFTER = timedelta(seconds=60)
@@ -67,8 +79,37 @@ def _enqueue(delivery_pk: int) -> bool:
     return True
 
 
-def enqueue_after_commit(delivery_pk: int) -> None:
-    transaction.on_commit(lambda: _enqueue(delivery_pk))
+def _request_drain() -> None:
+    queue = queueing.host_queue(commit_mode="auto")
+    try:
+        if queue.connection.set(DRAIN_KEY, "1", nx=True, ex=DRAIN_KEY_SECONDS):
+            queue.enqueue(DRAIN_JOB)
+    except RedisError as exc:
+        log.warning("new webhook deliveries wait for the sweeper: the queue cannot be reached (%s)", exc)
+
+
+def drain_after_commit() -> None:
+    transaction.on_commit(_request_drain)
+
+
+def drain(seconds: float = DRAIN_SECONDS) -> int:
+    """Send every delivery not yet attempted (the drain job); returns how many were attempted."""
+    with contextlib.suppress(RedisError):
+        # Cleared first: a delivery committed from now on requests a drain of its own.
+        queueing.host_queue().connection.delete(DRAIN_KEY)
+    deadline = time.monotonic() + seconds
+    attempted = 0
+    while True:
+        fresh = WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, attempts=0).order_by("pk")
+        batch = list(fresh.values_list("pk", flat=True)[:DRAIN_BATCH])
+        if not batch:
+            return attempted
+        for delivery_pk in batch:
+            if time.monotonic() > deadline:
+                _request_drain()
+                return attempted
+            attempt(delivery_pk)
+            attempted += 1
 
 
 def post(webhook: Webhook, delivery: WebhookDelivery) -> Outcome:
@@ -166,6 +207,5 @@ def send_again(deliveries: QuerySet[WebhookDelivery]) -> int:
         WebhookDelivery.objects.filter(pk__in=chosen).update(
             status=DeliveryStatus.PENDING, attempts=0, next_attempt_at=now + REQUEUE_AFTER
         )
-        for delivery_pk in chosen:
-            enqueue_after_commit(delivery_pk)
+        drain_after_commit()
     return len(chosen)

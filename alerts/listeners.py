@@ -73,10 +73,11 @@ def fan_out(event: HostEvent, execution_pk: int, keys: dict[str, int]) -> list[i
                     body=body_for(payload, webhook.format),
                     next_attempt_at=timezone.now() + delivery.REQUEUE_AFTER,
                 )
-                delivery.enqueue_after_commit(row.pk)
         except IntegrityError:
             continue  # another process wrote this delivery first
         created.append(row.pk)
+    if created:
+        delivery.drain_after_commit()
     return created
 
 

@@ -260,4 +260,22 @@ def test_the_webhook_form_refuses_bad_input_and_saves_nothing(admin_client, fiel
 
 def test_the_worker_accepts_the_delivery_job():
     assert JOB_FUNCTIONS["alerts.jobs.deliver_webhook"] == 1
+    assert JOB_FUNCTIONS["alerts.jobs.drain_webhooks"] == 0
     assert payloads.subject_of(HostEvent.EXECUTION_RECOVERED, 4, {"run": 9}) == "run:9"
+
+
+def test_one_drain_sends_every_new_delivery_and_leaves_retries_to_their_time(receiver, settings):
+    settings.RQ_QUEUES = {"default": {"URL": "redis://127.0.0.1:9/0", "DEFAULT_TIMEOUT": 60}}
+    webhook(f"{receiver.url}/ok", HostEvent.EXECUTION_COMPLETED)
+    thread = factories.make_thread()
+    fresh = [
+        listeners.fan_out(HostEvent.EXECUTION_COMPLETED, factories.make_execution(thread, status="completed").pk, {})
+        for _ in range(3)
+    ]
+    retry = WebhookDelivery.objects.get(pk=fresh[0][0])
+    WebhookDelivery.objects.filter(pk=retry.pk).update(attempts=1, next_attempt_at=timezone.now() + timedelta(hours=1))
+
+    assert delivery.drain() == 2
+    assert len(receiver.received) == 2
+    assert set(WebhookDelivery.objects.values_list("status", flat=True)) == {"delivered", "pending"}
+    assert WebhookDelivery.objects.get(pk=retry.pk).status == "pending"
