@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "runs",
     "observers",
     "agui_api",
+    "alerts",
 ]
 
 MIDDLEWARE = [
@@ -274,6 +275,15 @@ REDIS_PORT = env.integer("REDIS_PORT", 6390)
 HARNESS_WORKERS = env.integer("HARNESS_WORKERS", 1)
 HARNESS_WEB = env.integer("HARNESS_WEB", 1)
 
+# Outgoing webhooks (docs/alerts.md): the address pages are reached at, for links in the payloads; how long one
+# delivery attempt may take; how many attempts a delivery gets, the first retry's delay (doubled for each further
+# one, at most an hour); and how long before an approval expires `approval.expiring` is sent.
+HARNESS_PUBLIC_URL = env.text("HARNESS_PUBLIC_URL", f"http://127.0.0.1:{HARNESS_PORT}").rstrip("/")
+HARNESS_WEBHOOK_TIMEOUT_SECONDS = env.number("HARNESS_WEBHOOK_TIMEOUT_SECONDS", 10.0)
+HARNESS_WEBHOOK_ATTEMPTS = env.integer("HARNESS_WEBHOOK_ATTEMPTS", 5)
+HARNESS_WEBHOOK_BACKOFF_SECONDS = env.number("HARNESS_WEBHOOK_BACKOFF_SECONDS", 30.0)
+HARNESS_WEBHOOK_EXPIRING_MINUTES = env.integer("HARNESS_WEBHOOK_EXPIRING_MINUTES", 10)
+
 HARNESS_LOG_LEVEL = env.choice("HARNESS_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
 
 LOGGING = {
@@ -285,6 +295,7 @@ LOGGING = {
         "harness_site": {"handlers": ["console"], "level": HARNESS_LOG_LEVEL},
         "runs": {"handlers": ["console"], "level": HARNESS_LOG_LEVEL},
         "observers": {"handlers": ["console"], "level": HARNESS_LOG_LEVEL},
+        "alerts": {"handlers": ["console"], "level": HARNESS_LOG_LEVEL},
     },
 }
 

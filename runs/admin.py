@@ -33,6 +33,7 @@ from runs.models import (
     Execution,
     HostPolicy,
     HostPolicyVersion,
+    ModelPrice,
     Team,
     TeamRole,
     ToolRecovery,
@@ -436,3 +437,12 @@ class AccessAttemptAdmin(axes_admin.AccessAttemptAdmin):  # type: ignore[misc]  
 if admin.site.is_registered(AccessAttempt):
     admin.site.unregister(AccessAttempt)
     admin.site.register(AccessAttempt, AccessAttemptAdmin)
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    """Prices per million tokens; a new price from a later date keeps the older runs at the price they ran at."""
+
+    list_display = ["model", "valid_from", "input", "output", "cache_read", "cache_write"]
+    list_filter = ["model"]
+    search_fields = ["model"]

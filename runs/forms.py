@@ -74,6 +74,10 @@ class ThreadSearchForm(forms.Form):
     status = forms.ChoiceField(required=False, choices=[("", "any status"), *((s, s) for s in THREAD_STATUSES)])
 
 
+class UsageForm(forms.Form):
+    days = forms.IntegerField(required=False, min_value=1, max_value=366, label="Last days")
+
+
 class StorableJSONField(forms.JSONField):
     """Django's JSON form field, refusing what neither database can store (NUL, lone surrogates, deep nesting)
     with a message instead of an error from the database or a RecursionError from the parser."""

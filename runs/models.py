@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -633,3 +634,35 @@ class BundleTransfer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.direction} of a {self.mode} bundle ({self.host}, {self.at:%Y-%m-%d %H:%M})"
+
+
+# A price above this per million tokens is a typo (the dearest models cost tens of dollars per million).
+MAX_PRICE_PER_MILLION = 1000
+
+
+def _price_field(label: str) -> models.DecimalField[Any, Any]:
+    return models.DecimalField(
+        f"{label} per million tokens",
+        max_digits=12,
+        decimal_places=6,
+        validators=[MinValueValidator(0), MaxValueValidator(MAX_PRICE_PER_MILLION)],
+    )
+
+
+class ModelPrice(models.Model):
+    """What one model's tokens cost from `valid_from` on, until a later price of the same model."""
+
+    model = models.CharField(max_length=200, help_text="As an agent profile names it, e.g. openai:gpt-4o.")
+    input = _price_field("input")
+    output = _price_field("output")
+    cache_read = _price_field("cache read")
+    cache_write = _price_field("cache write")
+    valid_from = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["model", "-valid_from"]
+        constraints = [models.UniqueConstraint(fields=["model", "valid_from"], name="one_price_per_model_and_start")]
+
+    def __str__(self) -> str:
+        return f"{self.model} from {self.valid_from:%Y-%m-%d}"

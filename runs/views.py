@@ -15,16 +15,18 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpRe
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from runs.forms import TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
+from runs.forms import TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm, UsageForm
 from runs.models import BundleMode, Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
 from runs.services.lifecycle import bundle_export, can_decide, cancellation, executions, starts
-from runs.services.reports import failures, provenance, timeline_page
+from runs.services.reports import costs, failures, provenance, timeline_page, usage_report
+from runs.services.reports.usage_report import CHART_HEIGHT, CHART_WIDTH
 from runs.services.store import access, checkpoints, queueing
 from runs.services.store.access import Action, get_visible_or_404
 from runs.services.timeline import read_side
 from runs.validators import MAX_INPUT_CHARS
 
 THREADS_PER_PAGE = 25
+USAGE_DAYS = 30
 CHECKPOINTS_PER_PAGE = 20
 EXECUTIONS_PER_PAGE = 25
 RUN_EVENTS_PER_PAGE = 200
@@ -97,6 +99,7 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "runs/thread.html",
         {
             "thread": thread,
+            "usage": costs.usage_of(Run.objects.filter(execution__thread=thread)),
             "executions": Paginator(read_side.executions_of(thread), EXECUTIONS_PER_PAGE).get_page(
                 request.GET.get("executions")
             ),
@@ -215,6 +218,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "dropped_cancel_requests": execution.dropped_cancel_requests.select_related("requested_by", "run"),
             "waiting_for_queue": queueing.waiting_for_queue(execution),
             "may_export_full": request.user.has_perm(bundle_export.FULL_EXPORT_PERMISSION),
+            "usage": costs.usage_of(execution.runs.all()),
             # Host-managed children this execution's runs started, each on its own thread.
             "children": Execution.objects.filter(parent_request__execution=execution)
             .select_related("thread", "parent_request")
@@ -281,6 +285,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "checkpoints": read_side.checkpoints_of(run),
             "deferred_requests": read_side.deferred_requests_of(run),
             "usage_json": _pretty(run.usage),
+            "usage": costs.usage_of(Run.objects.filter(pk=run.pk)),
             "failure": failures.failure_of(run),
         },
     )
@@ -312,3 +317,19 @@ def event_detail(request: HttpRequest, execution_pk: int, position: int) -> Http
 
 def _pretty(value: object) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+@login_required
+def usage(request: HttpRequest) -> HttpResponse:
+    """Tokens and cost of the user's teams' runs over the last days, by day, profile, user and model."""
+    filters = UsageForm(request.GET)
+    valid = filters.is_valid()
+    days = (filters.cleaned_data.get("days") if valid else None) or USAGE_DAYS
+    report = usage_report(request.user, days)
+    return render(
+        request,
+        "runs/usage.html",
+        {"filters": filters, "report": report, "chart": {"width": CHART_WIDTH, "height": CHART_HEIGHT}},
+        # A refused window is named on the page, which then shows the default one.
+        status=200 if valid else 400,
+    )

@@ -43,6 +43,7 @@ PROBES = [
     ("runs/services/reports/contract_probe.py", "from runs.services.lifecycle import approvals", "Services in layers"),
     ("runs/services/worker/contract_probe.py", "import runs.services.recovery", "Services in layers"),
     ("runs/services/contract_probe.py", "", "Services in layers"),
+    ("runs/services/contract_probe.py", "import alerts.delivery", "Runs announce, alerts listen"),
     ("runs/migrations/_contract_probe.py", "import runs.services", "Migrations run frozen copies"),
     ("runs/migrations/_contract_probe.py", "from runs.models import Run", "Migrations run frozen copies"),
 ]
@@ -55,7 +56,7 @@ def test_each_import_contract_catches_its_offender(tmp_path, path, source, contr
     The offender goes into a copy of the packages, never into the checkout, where parallel runs would see it;
     lint-imports reads the copy's configuration and finds the copy first on its path (its working directory).
     """
-    for package in ("runs", "observers", "agui_api"):
+    for package in ("runs", "observers", "agui_api", "alerts"):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     (tmp_path / path).write_text(source + "  # noqa: F401\n")

@@ -19,7 +19,7 @@ from harness_site.environment import Environment
 from runs.checks import check_settings
 from tests.support.services import ROOT
 
-HOST_PACKAGES = ("runs", "observers", "agui_api", "harness_site")
+HOST_PACKAGES = ("runs", "observers", "agui_api", "alerts", "harness_site")
 
 
 def run_django(argv: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
@@ -152,6 +152,9 @@ def test_the_default_settings_pass_the_check():
         ("HARNESS_TRUSTED_PROXIES", ["10.0.1.5", "proxy.internal"]),
         ("HARNESS_TRUSTED_PROXIES", []),
         ("HARNESS_WORKERS", 0),
+        ("HARNESS_WEBHOOK_ATTEMPTS", 0),
+        ("HARNESS_WEBHOOK_TIMEOUT_SECONDS", 0),
+        ("HARNESS_WEBHOOK_EXPIRING_MINUTES", 0),
     ],
 )
 def test_the_check_refuses_a_setting_out_of_range(settings, name, value):

@@ -143,6 +143,8 @@ SURFACES: dict[str, Surface | None] = {
     "runs:approvals": Surface("get", lambda w: reverse("runs:approvals"), SEE_ALL),
     "runs:approval_rows": Surface("get", lambda w: reverse("runs:approval_rows"), SEE_ALL),
     "runs:approval_audit": Surface("get", lambda w: reverse("runs:approval_audit"), SEE_ALL),
+    # Sums over the user's teams only (tests/web/test_usage.py).
+    "runs:usage": Surface("get", lambda w: reverse("runs:usage"), SEE_ALL),
     "runs:approval_audit_export": Surface("get", lambda w: reverse("runs:approval_audit_export"), SEE_ALL),
     "runs:approval_decide": Surface(
         "post", lambda w: reverse("runs:approval_decide", args=[w.suspended.execution.pk]), DECIDE

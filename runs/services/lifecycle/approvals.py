@@ -45,6 +45,7 @@ from runs.models import (
 )
 from runs.services.lifecycle.executions import resume_execution
 from runs.services.store import access, toolbox
+from runs.services.store.host_events import HostEvent, announce
 from runs.services.store.journal import decoded
 from runs.services.timeline import decision_items
 from runs.services.timeline.publishing import publish_approvals_changed
@@ -528,4 +529,5 @@ def _store(
         )
     DeferredRequest.objects.filter(pk__in=[request.pk for request in requests]).update(status=request_status)
     publish_approvals_changed()
+    announce(HostEvent.APPROVAL_DECIDED, execution=execution.pk, submission=submission.pk)
     return submission

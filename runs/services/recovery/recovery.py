@@ -42,6 +42,7 @@ from ..lifecycle.approvals import expire_request_set, overdue_sets
 from ..lifecycle.children import answer_parent
 from ..lifecycle.executions import new_run
 from ..store import checkpoints, queueing
+from ..store.host_events import HostEvent, announce, pass_swept
 from ..timeline.lane_closing import TERMINAL_EVENTS, WORKER_LOST, close_projection, lane_closed
 from ..timeline.publishing import publish_execution_status
 from .sweep_failures import give_up, is_transient
@@ -107,6 +108,7 @@ def sweep(*, now: datetime | None = None) -> SweepReport:
     for run in Run.objects.filter(status=RunStatus.QUEUED).select_related("policy_version"):
         with _guard(report, execution_pk=run.execution_id, run_pk=run.pk, step="enqueue the queued run again"):
             report.requeued += requeue_if_lost(queue, run, now=now)
+    pass_swept(now)
     return report
 
 
@@ -180,6 +182,7 @@ def continue_execution(execution: Execution, *, now: datetime) -> str | None:
                 status=ExecutionStatus.FAILED, finished_at=now, failure_code=RECOVERY_EXHAUSTED, failure_message=message
             )
             publish_execution_status(execution.pk)
+            announce(HostEvent.EXECUTION_FAILED, execution=execution.pk)
             answer_parent(execution.pk)
             return "failed"
         if dead.finished_at is not None and now < dead.finished_at + backoff(dead.attempt):
@@ -197,6 +200,7 @@ def continue_execution(execution: Execution, *, now: datetime) -> str | None:
             deferred_resume=accepted,
         )
         publish_execution_status(execution.pk)
+        announce(HostEvent.EXECUTION_RECOVERED, execution=execution.pk, run=run.pk)
     log.info("execution %s: recovery run %s after run %s", execution.pk, run.pk, dead.pk)
     return "recovered"
 

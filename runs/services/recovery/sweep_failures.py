@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, Run, RunStatus, TimelineEvent
 
 from ..lifecycle.children import answer_parent
+from ..store.host_events import HostEvent, announce
 from ..timeline.projection import store_events
 from ..timeline.publishing import publish_execution_status
 from ..timeline.redaction import Produced
@@ -51,10 +52,12 @@ def give_up(*, execution_pk: int, run_pk: int | None, step: str, error: Exceptio
                 failure_message=message,
             )
             _end_open_lane(run_pk, message)
-        Execution.objects.filter(pk=execution_pk, status__in=ACTIVE_EXECUTION_STATUSES).update(
+        failed = Execution.objects.filter(pk=execution_pk, status__in=ACTIVE_EXECUTION_STATUSES).update(
             status=ExecutionStatus.FAILED, finished_at=now, failure_code=SWEEP_FAILED, failure_message=message
         )
         publish_execution_status(execution_pk)
+        if failed:
+            announce(HostEvent.EXECUTION_FAILED, execution=execution_pk)
         answer_parent(execution_pk)
 
 

@@ -1,15 +1,17 @@
 """What pages and the admin read beyond the timeline, above `timeline` and beside `lifecycle`: the execution
-page's config, provenance, failures, the audit, rule checks and dry runs. Nothing here writes."""
+page's config, provenance, failures, the audit, rule checks, dry runs, usage and cost. Nothing here writes."""
 
-from . import failures, provenance, timeline_page
+from . import costs, failures, provenance, timeline_page
 from .audit import CSV_COLUMNS, AuditFilters, audit_rows, csv_lines
 from .dry_run import dry_run
 from .rule_checks import effective_approvals, rule_problems
+from .usage_report import usage_report
 
 __all__ = (
     "CSV_COLUMNS",
     "AuditFilters",
     "audit_rows",
+    "costs",
     "csv_lines",
     "dry_run",
     "effective_approvals",
@@ -17,4 +19,5 @@ __all__ = (
     "provenance",
     "rule_problems",
     "timeline_page",
+    "usage_report",
 )

@@ -18,7 +18,7 @@ from rq.exceptions import DeserializationError, NoSuchJobError
 from rq.job import UNEVALUATED, Job
 from rq.serializers import JSONSerializer
 
-__all__ = ("JOB_FUNCTIONS", "SERIALIZER", "HostJob", "RefusedJob")
+__all__ = ("JOB_FUNCTIONS", "SERIALIZER", "HostJob", "RefusedJob", "allow_job")
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,11 @@ SERIALIZER = JSONSerializer
 JOB_FUNCTIONS: dict[str, int] = {"runs.jobs.execute_run": 1}
 # How much of a refused job's function name a log line repeats.
 NAME_SHOWN = 80
+
+
+def allow_job(name: str, arity: int) -> None:
+    """Let the Host's workers run `name` too (another app's job, registered from its AppConfig.ready)."""
+    JOB_FUNCTIONS[name] = arity
 
 
 class RefusedJob(DeserializationError):

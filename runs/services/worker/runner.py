@@ -54,6 +54,7 @@ from ..lifecycle.cancellation import drop_unseen_request
 from ..lifecycle.children import answer_parent, start_children
 from ..store import checkpoints, leases
 from ..store.agents import build_executable
+from ..store.host_events import HostEvent, announce
 from ..store.leases import Lease, LeaseLost
 from ..store.policy import approval_reason, expiry_for
 from ..timeline.lane_closing import OpenLane, aclose_projection
@@ -272,10 +273,18 @@ def _record_dispatch(lease: Lease, call: ToolCallPart, retryable: bool) -> None:
         )
 
 
+_ANNOUNCED_ENDS = {
+    ExecutionStatus.COMPLETED: HostEvent.EXECUTION_COMPLETED,
+    ExecutionStatus.FAILED: HostEvent.EXECUTION_FAILED,
+}
+
+
 def _finish_execution(lease: Lease, status: ExecutionStatus, **fields: Any) -> None:
     finished = {} if status == ExecutionStatus.WAITING else {"finished_at": timezone.now()}
     Execution.objects.filter(pk=lease.execution_pk).update(status=status, **finished, **fields)
     publish_execution_status(lease.execution_pk)
+    if status in _ANNOUNCED_ENDS:
+        announce(_ANNOUNCED_ENDS[status], execution=lease.execution_pk)
     if status != ExecutionStatus.WAITING:
         answer_parent(lease.execution_pk)
 
@@ -359,6 +368,8 @@ def _record_result(
                 assert result.deferred is not None
                 start_children(run.execution, requests, result.deferred)
                 publish_approvals_changed()
+                if any(request.kind != DeferredKind.CHILD for request in requests):
+                    announce(HostEvent.APPROVAL_REQUESTED, execution=lease.execution_pk, checkpoint=terminal.pk)
             return
         if result.state is not None:
             # Not selected: a failure candidate is for an operator to judge, not a continuation.
