@@ -1,5 +1,6 @@
-"""Forms: starting work (new thread, new execution, fork), the thread search, an agent profile, one decision set
-per post, and the audit filters. Text fields are bounded and refuse control characters (runs/validators.py)."""
+"""Forms: starting work (new thread, new execution, fork), the thread search, the executions list's filters, an
+agent profile, one decision set per post, and the audit filters. Text fields are bounded and refuse control
+characters (runs/validators.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser, User
 from django.http import QueryDict
 
-from runs.models import AgentProfile, Thread, Verdict
+from runs.models import AgentProfile, ExecutionStatus, Thread, ToolDispatch, Verdict
 from runs.services.lifecycle import MAX_KEY_LENGTH, MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
-from runs.services.reports import AuditFilters
+from runs.services.reports import WAITING_FOR, AuditFilters, Cursor, ExecutionFilters
 from runs.services.store import ModelChoice, access, base_url_problem, model_problems, profile_key_variable, toolbox
 from runs.services.timeline import THREAD_STATUSES
 from runs.validators import MAX_DB_INTEGER, MAX_INPUT_CHARS, multi_line_text, single_line_text, unstorable_json
@@ -72,6 +73,100 @@ class ForkForm(StartForm):
 class ThreadSearchForm(forms.Form):
     q = forms.CharField(required=False, max_length=200, validators=[single_line_text])
     status = forms.ChoiceField(required=False, choices=[("", "any status"), *((s, s) for s in THREAD_STATUSES)])
+
+
+SEARCH_CHARS = 200
+_EARLIEST = datetime.datetime.combine(EARLIEST_DAY, datetime.time.min, tzinfo=datetime.UTC)
+_LATEST = datetime.datetime.combine(LATEST_DAY, datetime.time.max, tzinfo=datetime.UTC)
+
+
+class ExecutionFilterForm(forms.Form):
+    """The executions list's filters and its page position, all from the query string (a view is a link)."""
+
+    status = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("", "any status"),
+            *((status, status) for status in ExecutionStatus.values),
+            *((f"waiting:{kind}", f"waiting for {kind}") for kind in WAITING_FOR),
+        ],
+    )
+    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.none(), required=False, to_field_name="name")
+    tool = forms.CharField(
+        required=False, max_length=ToolDispatch._meta.get_field("tool_name").max_length, validators=[single_line_text]
+    )
+    failure = forms.CharField(required=False, max_length=100, validators=[single_line_text])
+    by = forms.ModelChoiceField(queryset=get_user_model().objects.none(), required=False, to_field_name="username")
+    started_from = forms.DateTimeField(required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    started_to = forms.DateTimeField(required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    fork = forms.ChoiceField(required=False, choices=[("", "forked or not"), ("yes", "has a fork"), ("no", "no fork")])
+    q = forms.CharField(required=False, max_length=SEARCH_CHARS, validators=[single_line_text])
+    after = forms.CharField(required=False, max_length=60)
+    before = forms.CharField(required=False, max_length=60)
+
+    FILTERS = ("status", "profile", "tool", "failure", "by", "started_from", "started_to", "fork", "q")
+    """The fields that narrow the list (the others say where the page is)."""
+
+    def __init__(self, *args: Any, viewer: User | AnonymousUser, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.viewer = viewer
+        profile, by = self.fields["profile"], self.fields["by"]
+        assert isinstance(profile, forms.ModelChoiceField) and isinstance(by, forms.ModelChoiceField)
+        profile.queryset = access.visible_profiles(viewer).order_by("name")
+        by.queryset = access.visible_users(viewer).order_by("username")
+
+    def _clean_cursor(self, name: str) -> Cursor | None:
+        text = self.cleaned_data[name].strip()
+        if not text:
+            return None
+        try:
+            cursor = Cursor.parse(text)
+        except (ValueError, OverflowError):
+            cursor = None
+        if cursor is None or not (_EARLIEST <= cursor.created_at <= _LATEST and cursor.pk <= MAX_DB_INTEGER):
+            raise forms.ValidationError("This is not a position in the list; start again from the first page.")
+        return cursor
+
+    def clean_after(self) -> Cursor | None:
+        return self._clean_cursor("after")
+
+    def clean_before(self) -> Cursor | None:
+        return self._clean_cursor("before")
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        for name in ("started_from", "started_to"):
+            moment = data.get(name)
+            if moment is not None and not _EARLIEST <= moment <= _LATEST:
+                self.add_error(name, f"Choose a time between {EARLIEST_DAY} and {LATEST_DAY}.")
+        start, end = data.get("started_from"), data.get("started_to")
+        if start and end and start > end:
+            self.add_error("started_to", "The end is before the start.")
+        return data
+
+    def filters(self) -> ExecutionFilters:
+        """The valid filters; none when the form is invalid (its errors say why)."""
+        if not self.is_valid():
+            return ExecutionFilters(viewer=self.viewer)
+        data = self.cleaned_data
+        status, _, waiting_for = data["status"].partition(":")
+        return ExecutionFilters(
+            viewer=self.viewer,
+            status=status,
+            waiting_for=waiting_for,
+            profile=data["profile"],
+            tool=data["tool"].strip(),
+            failure_code=data["failure"].strip(),
+            started_by=data["by"],
+            started_from=data["started_from"],
+            started_to=data["started_to"],
+            has_fork={"yes": True, "no": False}.get(data["fork"]),
+            text=data["q"].strip(),
+        )
+
+    def is_filtered(self) -> bool:
+        return any(self.data.get(name) for name in self.FILTERS)
 
 
 class StorableJSONField(forms.JSONField):

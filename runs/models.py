@@ -272,6 +272,13 @@ class Execution(models.Model):
                 name="one_active_execution_per_thread",
             ),
         ]
+        # The executions list: newest first by (created_at, id), alone or after the column of a filter.
+        indexes = [
+            models.Index(fields=["created_at", "id"], name="execution_newest"),
+            models.Index(fields=["status", "created_at", "id"], name="execution_status_newest"),
+            models.Index(fields=["failure_code", "created_at", "id"], name="execution_failure_newest"),
+            models.Index(fields=["created_by", "created_at", "id"], name="execution_starter_newest"),
+        ]
         ordering = ["thread", "number"]
 
     def __str__(self) -> str:
@@ -512,6 +519,8 @@ class DeferredRequest(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "tool_call_id"], name="deferred_request_call_unique"),
         ]
+        # The executions list's "tool called" filter.
+        indexes = [models.Index(fields=["tool_name", "execution"], name="deferred_request_tool")]
         permissions = [("decide_deferred", "Can answer deferred tool requests")]
         ordering = ["execution", "id"]
 
@@ -576,6 +585,8 @@ class ToolDispatch(models.Model):
     dispatched_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        # The executions list's "tool called" filter.
+        indexes = [models.Index(fields=["tool_name", "run"], name="tool_dispatch_tool")]
         ordering = ["id"]
 
     def __str__(self) -> str:
@@ -594,3 +605,19 @@ class StartSubmission(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class SavedView(models.Model):
+    """A user's named filter of the executions list: the list's query string, shown in the nav."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_views")
+    name = models.CharField(max_length=60)
+    query = models.CharField(max_length=2000, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="saved_view_name_unique_per_user")]
+        ordering = ["user", "name"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -10,14 +10,14 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.forms import Form, ModelChoiceField
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from runs.forms import TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
+from runs.forms import TITLE_CHARS, ExecutionFilterForm, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
 from runs.models import Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
 from runs.services.lifecycle import can_decide, cancellation, executions, starts
-from runs.services.reports import failures, provenance, timeline_page
+from runs.services.reports import execution_page, failures, provenance, status_counts, timeline_page
 from runs.services.store import access, checkpoints, queueing
 from runs.services.store.access import Action, get_visible_or_404
 from runs.services.timeline import read_side
@@ -26,6 +26,7 @@ from runs.validators import MAX_INPUT_CHARS
 THREADS_PER_PAGE = 25
 CHECKPOINTS_PER_PAGE = 20
 EXECUTIONS_PER_PAGE = 25
+EXECUTION_LIST_PAGE = 50
 RUN_EVENTS_PER_PAGE = 200
 LIMITS = {"input": MAX_INPUT_CHARS, "title": TITLE_CHARS}
 """Shown as `maxlength` on the forms; the forms enforce them."""
@@ -50,6 +51,49 @@ def threads(request: HttpRequest) -> HttpResponse:
             "statuses": read_side.THREAD_STATUSES,
             "profiles": access.visible_profiles(request.user, Action.START).order_by("name"),
             "limits": LIMITS,
+        },
+        # Refused filters are shown with their reasons, and the list is then unfiltered.
+        status=200 if valid else 400,
+    )
+
+
+@login_required
+def execution_list(request: HttpRequest) -> HttpResponse:
+    """Every execution the user may see, newest first, narrowed by the filters in the query string."""
+    form = ExecutionFilterForm(request.GET, viewer=request.user)
+    filters = form.filters()
+    valid = form.is_valid()
+    page = execution_page(
+        filters,
+        EXECUTION_LIST_PAGE,
+        after=form.cleaned_data.get("after") if valid else None,
+        before=form.cleaned_data.get("before") if valid else None,
+    )
+    # The filters without the page position: what the status links, the cursors and a saved view build on.
+    query = request.GET.copy()
+    for name in ("after", "before"):
+        query.pop(name, None)
+    counts = status_counts(filters)
+    current = request.GET.get("status", "")
+    return render(
+        request,
+        "runs/executions.html",
+        {
+            "filters": form,
+            "page": page,
+            "total": counts["total"],
+            "status_links": [
+                (label, count, _with(query, status=value), value == current)
+                for label, value, count in [
+                    ("any", "", counts["total"]),
+                    *((status, status, count) for status, count in counts["statuses"]),
+                    *((f"waiting for {kind}", f"waiting:{kind}", count) for kind, count in counts["waiting_for"]),
+                ]
+            ],
+            "older_url": _with(query, after=str(page.older)) if page.older else None,
+            "newer_url": _with(query, before=str(page.newer)) if page.newer else None,
+            "filter_query": query.urlencode(),
+            "filtered": valid and form.is_filtered(),
         },
         # Refused filters are shown with their reasons, and the list is then unfiltered.
         status=200 if valid else 400,
@@ -277,6 +321,16 @@ def event_detail(request: HttpRequest, execution_pk: int, position: int) -> Http
             "next": position + 1 if position < read_side.last_position(execution_pk) else None,
         },
     )
+
+
+def _with(query: QueryDict, **values: str) -> str:
+    """`query` with these values set (an empty one removed), as the query string of a link."""
+    changed = query.copy()
+    for name, value in values.items():
+        changed.pop(name, None)
+        if value:
+            changed[name] = value
+    return f"?{changed.urlencode()}"
 
 
 def _pretty(value: object) -> str:

@@ -127,3 +127,8 @@ def test_the_audit_export_and_the_paginated_lists_on_postgresql(postgres_url, tm
         "tests/web/test_audit.py::test_decisions_show_json_and_link_to_thread_execution_and_runs",
     ]
     pytest_on_postgresql(postgres_url, tmp_path, tests, timeout=900)
+
+
+def test_the_executions_list_and_its_query_plans_on_postgresql(postgres_url, tmp_path):
+    # The list's keyset pages, filters and counts, and the plans that show each query reads its index.
+    pytest_on_postgresql(postgres_url, tmp_path, ["tests/web/test_execution_list.py"], timeout=900)

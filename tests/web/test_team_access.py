@@ -127,6 +127,8 @@ SURFACES: dict[str, Surface | None] = {
     "runs:fork_checkpoint": Surface(
         "post", lambda w: reverse("runs:fork_checkpoint", args=[w.suspended.checkpoint_id]), OPERATE
     ),
+    # Lists show each user what they may see, so every role gets the page.
+    "runs:executions": Surface("get", lambda w: reverse("runs:executions"), SEE_ALL),
     "runs:execution": Surface("get", lambda w: reverse("runs:execution", args=[w.suspended.execution.pk]), _each(200)),
     # Cancelling a waiting execution is an approver's decision.
     "runs:cancel_execution": Surface(
@@ -200,6 +202,14 @@ def test_lists_show_only_the_users_teams(client, world, user_of, role, django_us
     assert ("a-member" in usernames) == (role in MEMBERS)
     titles = {thread.title for thread in audit.fields["thread"].queryset}
     assert ("team B thread" in titles) == (role in {"outsider", "superuser"})
+    # The executions list, and the profiles and people its filters offer.
+    listed = client.get(reverse("runs:executions"))
+    assert ("payments #1" in listed.content.decode()) == (role in MEMBERS)
+    offered = listed.context["filters"].fields
+    assert ("finance-b" in {profile.name for profile in offered["profile"].queryset}) == (
+        role in {"outsider", "superuser"}
+    )
+    assert ("b-member" in {user.username for user in offered["by"].queryset}) == (role in {"outsider", "superuser"})
 
 
 @pytest.mark.parametrize("role", ROLES)
