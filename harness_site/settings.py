@@ -134,6 +134,7 @@ TEMPLATES = [
                 "harness_site.health.worker_status",
                 "runs.context_processors.pending_approvals",
                 "runs.context_processors.queue_state",
+                "runs.context_processors.saved_views_nav",
             ],
         },
     },

@@ -169,6 +169,30 @@ class ExecutionFilterForm(forms.Form):
         return any(self.data.get(name) for name in self.FILTERS)
 
 
+class SavedViewForm(forms.Form):
+    """A name for the executions list's current filters; the query is checked as the list would read it."""
+
+    name = forms.CharField(max_length=60, validators=[single_line_text])
+    query = forms.CharField(required=False, max_length=2000, validators=[single_line_text])
+
+    def __init__(self, *args: Any, viewer: User | AnonymousUser, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.viewer = viewer
+
+    def clean_query(self) -> str:
+        query = QueryDict(self.cleaned_data["query"].lstrip("?"), mutable=True)
+        # A view is the filters, never a position in the list.
+        for name in ("after", "before"):
+            query.pop(name, None)
+        unknown = sorted(set(query) - set(ExecutionFilterForm.FILTERS))
+        if unknown:
+            raise forms.ValidationError(f"Not a filter of the executions list: {', '.join(unknown)}.")
+        filters = ExecutionFilterForm(query, viewer=self.viewer)
+        if not filters.is_valid():
+            raise forms.ValidationError(f"These filters are refused: {filters.errors.as_text()}")
+        return query.urlencode()
+
+
 class StorableJSONField(forms.JSONField):
     """Django's JSON form field, refusing what neither database can store (NUL, lone surrogates, deep nesting)
     with a message instead of an error from the database or a RecursionError from the parser."""

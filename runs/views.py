@@ -12,13 +12,22 @@ from django.core.paginator import Paginator
 from django.forms import Form, ModelChoiceField
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from runs.forms import TITLE_CHARS, ExecutionFilterForm, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
+from runs.forms import (
+    TITLE_CHARS,
+    ExecutionFilterForm,
+    ForkForm,
+    NewExecutionForm,
+    NewThreadForm,
+    SavedViewForm,
+    ThreadSearchForm,
+)
 from runs.models import Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
 from runs.services.lifecycle import can_decide, cancellation, executions, starts
 from runs.services.reports import execution_page, failures, provenance, status_counts, timeline_page
-from runs.services.store import access, checkpoints, queueing
+from runs.services.store import access, checkpoints, queueing, saved_views
 from runs.services.store.access import Action, get_visible_or_404
 from runs.services.timeline import read_side
 from runs.validators import MAX_INPUT_CHARS
@@ -94,10 +103,36 @@ def execution_list(request: HttpRequest) -> HttpResponse:
             "newer_url": _with(query, before=str(page.newer)) if page.newer else None,
             "filter_query": query.urlencode(),
             "filtered": valid and form.is_filtered(),
+            "saved_views": saved_views.views_of(request.user),
         },
         # Refused filters are shown with their reasons, and the list is then unfiltered.
         status=200 if valid else 400,
     )
+
+
+@login_required
+@require_POST
+def save_view(request: HttpRequest) -> HttpResponse:
+    """Save the list's filters under a name (replacing the user's view of that name)."""
+    form = SavedViewForm(request.POST, viewer=request.user)
+    if not form.is_valid():
+        return _refused(request, form, "The view was not saved.")
+    try:
+        view = saved_views.save_view(request.user, form.cleaned_data["name"], form.cleaned_data["query"])
+    except saved_views.SavedViewRefused as refused:
+        messages.error(request, refused.message)
+        return redirect("runs:executions")
+    messages.success(request, f"Saved the view {view.name}.")
+    return redirect(f"{reverse('runs:executions')}?{view.query}")
+
+
+@login_required
+@require_POST
+def delete_view(request: HttpRequest, pk: int) -> HttpResponse:
+    if not saved_views.delete_view(request.user, pk):
+        raise Http404("You have no saved view of this number.")
+    messages.success(request, "The view was deleted.")
+    return redirect("runs:executions")
 
 
 @login_required

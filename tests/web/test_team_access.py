@@ -19,7 +19,7 @@ from django.contrib.auth.models import Permission
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from observers.routing import websocket_urlpatterns
-from runs.models import AgentProfile, Team, TeamRole
+from runs.models import AgentProfile, SavedView, Team, TeamRole
 from runs.protocol import CLOSE_NOT_FOUND
 from runs.services.lifecycle import executions
 from tests.support import factories
@@ -43,10 +43,11 @@ class World:
     profile_a: AgentProfile
     suspended: factories.Suspended
     run_pk: int
+    saved_view_pk: int
 
 
 @pytest.fixture
-def world(without_default_membership) -> World:
+def world(without_default_membership, django_user_model) -> World:
     team_a = Team.objects.get_or_create(name="default")[0]
     team_b = Team.objects.create(name="team-b")
     suspended = factories.suspended_execution()
@@ -54,7 +55,9 @@ def world(without_default_membership) -> World:
     factories.append_events(run, [TextMessageContentEvent(message_id="m1", delta="secret of team A")])
     profile_b = AgentProfile.objects.create(name="finance-b", model="demo", team=team_b)
     executions.create_thread(profile_b, title="team B thread")
-    return World(team_a, suspended.execution.thread.profile, suspended, run.pk)
+    owner = django_user_model.objects.create_user("view-owner", password="pw-owner-1")
+    view = SavedView.objects.create(user=owner, name="theirs", query="status=waiting")
+    return World(team_a, suspended.execution.thread.profile, suspended, run.pk, view.pk)
 
 
 @pytest.fixture
@@ -129,6 +132,13 @@ SURFACES: dict[str, Surface | None] = {
     ),
     # Lists show each user what they may see, so every role gets the page.
     "runs:executions": Surface("get", lambda w: reverse("runs:executions"), SEE_ALL),
+    # A saved view is the user's own (a name and a query string), whatever their teams; another's is 404.
+    "runs:save_view": Surface(
+        "post", lambda w: reverse("runs:save_view"), {role: 302 for role in ROLES}, lambda w: {"name": "mine"}
+    ),
+    "runs:delete_view": Surface(
+        "post", lambda w: reverse("runs:delete_view", args=[w.saved_view_pk]), {role: 404 for role in ROLES}
+    ),
     "runs:execution": Surface("get", lambda w: reverse("runs:execution", args=[w.suspended.execution.pk]), _each(200)),
     # Cancelling a waiting execution is an approver's decision.
     "runs:cancel_execution": Surface(
