@@ -377,6 +377,30 @@ def _json_field(text: str, label: str, what: str) -> Any:
     return value
 
 
+MAX_GROUP_REQUESTS = 500
+"""Requests one group decision may answer: a page of the inbox, many times over."""
+
+
+class GroupDecisionForm(forms.Form):
+    """One decision for a group of identical requests: their pks (comma-separated), approve or deny, one reason."""
+
+    requests = forms.CharField(max_length=MAX_GROUP_REQUESTS * 21)
+    choice = forms.ChoiceField(choices=[("approve", "approve"), ("deny", "deny")])
+    message = forms.CharField(required=False, max_length=MAX_MESSAGE_CHARS, validators=[multi_line_text])
+    submission_key = forms.CharField(max_length=60)
+
+    def clean_requests(self) -> list[int]:
+        parts = [part.strip() for part in self.cleaned_data["requests"].split(",") if part.strip()]
+        if not all(part.isdigit() and int(part) <= MAX_DB_INTEGER for part in parts):
+            raise forms.ValidationError("The requests must be request numbers separated by commas.")
+        pks = list(dict.fromkeys(int(part) for part in parts))
+        if not pks:
+            raise forms.ValidationError("Choose at least one request.")
+        if len(pks) > MAX_GROUP_REQUESTS:
+            raise forms.ValidationError(f"At most {MAX_GROUP_REQUESTS} requests can be decided at once.")
+        return pks
+
+
 class AuditFilterForm(forms.Form):
     """Filters of the audit page and its CSV export."""
 

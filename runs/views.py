@@ -24,8 +24,8 @@ from runs.forms import (
     SavedViewForm,
     ThreadSearchForm,
 )
-from runs.models import Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
-from runs.services.lifecycle import can_decide, cancellation, executions, starts
+from runs.models import Checkpoint, Execution, ExecutionStatus, Run, TeamRole, Thread, TimelineEvent
+from runs.services.lifecycle import can_decide, cancellation, executions, open_requests, starts
 from runs.services.reports import execution_page, failures, provenance, status_counts, timeline_page
 from runs.services.store import access, checkpoints, queueing, saved_views
 from runs.services.store.access import Action, get_visible_or_404
@@ -289,6 +289,12 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "children": Execution.objects.filter(parent_request__execution=execution)
             .select_related("thread", "parent_request")
             .order_by("pk"),
+            # After a decision here, where the approver goes on to: the newest request waiting elsewhere.
+            "next_waiting": access.scoped(open_requests(), request.user, TeamRole.APPROVER)
+            .exclude(execution=execution)
+            .select_related("execution__thread")
+            .order_by("-created_at", "-id")
+            .first(),
         },
     )
 

@@ -1,7 +1,7 @@
 """An execution's life, above `timeline`: starting, resuming and forking work, Host-managed children, answering
 deferred requests (approvals) and cancelling."""
 
-from . import approvals, cancellation, executions, forks, starts
+from . import approvals, cancellation, executions, forks, group_decisions, starts
 from .approvals import (
     CANCEL_MESSAGE,
     EXPIRY_MESSAGE,
@@ -42,6 +42,7 @@ __all__ = (
     "executions",
     "expire_overdue_requests",
     "forks",
+    "group_decisions",
     "open_requests",
     "pending_requests",
     "pending_set",
