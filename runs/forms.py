@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser, User
 from django.http import QueryDict
 
-from runs.models import AgentProfile, ExecutionStatus, Thread, ToolDispatch, Verdict
+from runs.models import AgentProfile, BulkAction, ExecutionStatus, Thread, ToolDispatch, Verdict
 from runs.services.lifecycle import MAX_KEY_LENGTH, MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
 from runs.services.reports import WAITING_FOR, AuditFilters, Cursor, ExecutionFilters
 from runs.services.store import ModelChoice, access, base_url_problem, model_problems, profile_key_variable, toolbox
@@ -399,6 +399,34 @@ class GroupDecisionForm(forms.Form):
         if len(pks) > MAX_GROUP_REQUESTS:
             raise forms.ValidationError(f"At most {MAX_GROUP_REQUESTS} requests can be decided at once.")
         return pks
+
+
+class BulkForm(forms.Form):
+    """A bulk action over the selected executions (`execution`, repeated) or over every match of `query`."""
+
+    action = forms.ChoiceField(choices=BulkAction.choices)
+    message = forms.CharField(required=False, max_length=MAX_MESSAGE_CHARS, validators=[multi_line_text])
+    scope = forms.ChoiceField(choices=[("selected", "selected"), ("matching", "everything matching")])
+    query = forms.CharField(required=False, max_length=2000, validators=[single_line_text])
+    confirmed = forms.BooleanField(required=False)
+
+    def __init__(self, *args: Any, viewer: User | AnonymousUser, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.viewer = viewer
+
+    def executions(self, limit: int) -> tuple[int, list[int]]:
+        """How many visible executions the action covers, and the pks of at most `limit` + 1 of them, newest first."""
+        data: QueryDict = self.data  # type: ignore[assignment]  # always bound to request.POST
+        if self.cleaned_data["scope"] == "matching":
+            filters = ExecutionFilterForm(QueryDict(self.cleaned_data["query"]), viewer=self.viewer)
+            if not filters.is_valid():
+                raise forms.ValidationError(f"The filter is refused: {filters.errors.as_text()}")
+            matching = filters.filters().matching()
+        else:
+            chosen = [int(pk) for pk in data.getlist("execution") if pk.isdigit() and int(pk) <= MAX_DB_INTEGER]
+            matching = access.visible_executions(self.viewer).filter(pk__in=chosen)
+        newest_first = matching.order_by("-created_at", "-pk").values_list("pk", flat=True)
+        return matching.count(), list(newest_first[: limit + 1])
 
 
 class AuditFilterForm(forms.Form):

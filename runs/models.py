@@ -621,3 +621,51 @@ class SavedView(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class BulkAction(models.TextChoices):
+    APPROVE = "approve"
+    DENY = "deny"
+    CANCEL = "cancel"
+
+
+class BulkOperation(models.Model):
+    """One action over many executions, run as an RQ job a row at a time; its items are its audit."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    action = models.CharField(max_length=16, choices=BulkAction.choices)
+    message = models.TextField(blank=True, help_text="The reason sent with each denial.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"bulk {self.action} #{self.pk}"
+
+
+class BulkOutcome(models.TextChoices):
+    PENDING = "pending"
+    # Taken by the job: an item is claimed before it is acted on, so no job acts on it twice.
+    TAKEN = "taken"
+    DONE = "done"
+    SKIPPED = "skipped"
+    REFUSED = "refused"
+
+
+class BulkItem(models.Model):
+    """One execution of a bulk operation and what became of it."""
+
+    operation = models.ForeignKey(BulkOperation, on_delete=models.CASCADE, related_name="items")
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="+")
+    outcome = models.CharField(max_length=16, choices=BulkOutcome.choices, default=BulkOutcome.PENDING)
+    message = models.TextField(blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["operation", "execution"], name="bulk_item_once")]
+        ordering = ["operation", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.operation}: {self.execution} {self.outcome}"

@@ -24,7 +24,7 @@ from runs.forms import (
     SavedViewForm,
     ThreadSearchForm,
 )
-from runs.models import Checkpoint, Execution, ExecutionStatus, Run, TeamRole, Thread, TimelineEvent
+from runs.models import BulkAction, Checkpoint, Execution, ExecutionStatus, Run, TeamRole, Thread, TimelineEvent
 from runs.services.lifecycle import can_decide, cancellation, executions, open_requests, starts
 from runs.services.reports import execution_page, failures, provenance, status_counts, timeline_page
 from runs.services.store import access, checkpoints, queueing, saved_views
@@ -83,27 +83,30 @@ def execution_list(request: HttpRequest) -> HttpResponse:
     for name in ("after", "before"):
         query.pop(name, None)
     counts = status_counts(filters)
-    current = request.GET.get("status", "")
+    current = request.GET.get("status", "") if valid else ""
+    status_links = [
+        (label, count, _with(query, status=value), value == current)
+        for label, value, count in [
+            ("any", "", counts["total"]),
+            *((status, status, count) for status, count in counts["statuses"]),
+            *((f"waiting for {kind}", f"waiting:{kind}", count) for kind, count in counts["waiting_for"]),
+        ]
+    ]
     return render(
         request,
         "runs/executions.html",
         {
             "filters": form,
             "page": page,
-            "total": counts["total"],
-            "status_links": [
-                (label, count, _with(query, status=value), value == current)
-                for label, value, count in [
-                    ("any", "", counts["total"]),
-                    *((status, status, count) for status, count in counts["statuses"]),
-                    *((f"waiting for {kind}", f"waiting:{kind}", count) for kind, count in counts["waiting_for"]),
-                ]
-            ],
+            # How many the filters match, the status included: what "all matching" acts on.
+            "total": next(count for _, count, _, chosen in status_links if chosen),
+            "status_links": status_links,
             "older_url": _with(query, after=str(page.older)) if page.older else None,
             "newer_url": _with(query, before=str(page.newer)) if page.newer else None,
             "filter_query": query.urlencode(),
             "filtered": valid and form.is_filtered(),
             "saved_views": saved_views.views_of(request.user),
+            "bulk_actions": BulkAction.choices,
         },
         # Refused filters are shown with their reasons, and the list is then unfiltered.
         status=200 if valid else 400,

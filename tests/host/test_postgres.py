@@ -132,5 +132,8 @@ def test_the_audit_export_and_the_paginated_lists_on_postgresql(postgres_url, tm
 def test_the_executions_list_and_its_query_plans_on_postgresql(postgres_url, tmp_path):
     # The list's keyset pages, filters and counts, and the plans that show each query reads its index.
     pytest_on_postgresql(
-        postgres_url, tmp_path, ["tests/web/test_execution_list.py", "tests/web/test_saved_views.py"], timeout=900
+        postgres_url,
+        tmp_path,
+        ["tests/web/test_execution_list.py", "tests/web/test_saved_views.py", "tests/web/test_bulk_actions.py"],
+        timeout=900,
     )

@@ -123,3 +123,24 @@ def test_a_new_request_shows_a_toast_on_any_page(operator_page, live_stack):
     expect(toast).to_contain_text("A new request waits for your decision.", timeout=LIVE_MS)
     toast.get_by_role("link", name="Open the inbox").click()
     expect(page).to_have_url(re.compile(r"/approvals/$"))
+
+
+def test_a_bulk_approve_runs_as_a_job_with_live_progress_and_a_result_per_item(operator_page, live_stack):
+    waiting = [_one_payment("acme", f"bulk {n}") for n in range(3)]
+    finished = factories.make_execution(status="completed")
+    page = operator_page
+    page.goto(f"{live_stack.base_url}/executions/?status=waiting")
+    expect(page.locator("tr[data-execution]")).to_have_count(3)
+    page.locator("#bulk-form select[name=action]").select_option("approve")
+    page.get_by_role("button", name="On all 3 matching").click()
+    expect(page.locator("h1")).to_have_text("Approve 3 executions?")
+    expect(page.locator("#bulk-sample li")).to_have_count(3)
+    page.locator("#bulk-confirm").click()
+
+    progress = page.locator("#bulk-progress")
+    expect(progress).to_have_attribute("data-finished", "yes", timeout=LIVE_MS)
+    expect(progress.locator("[data-outcome-count=done] b")).to_have_text("3")
+    for suspended in waiting:
+        expect(page.locator(f"tr[data-item-execution='{suspended.execution.pk}'] [data-outcome]")).to_have_text("done")
+    assert {Decision.objects.get(request=s.requests["call-pay"]).verdict for s in waiting} == {"approved"}
+    assert finished.pk not in {s.execution.pk for s in waiting}

@@ -19,7 +19,7 @@ from django.contrib.auth.models import Permission
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from observers.routing import websocket_urlpatterns
-from runs.models import AgentProfile, SavedView, Team, TeamRole
+from runs.models import AgentProfile, BulkOperation, SavedView, Team, TeamRole
 from runs.protocol import CLOSE_NOT_FOUND
 from runs.services.lifecycle import executions
 from tests.support import factories
@@ -44,6 +44,7 @@ class World:
     suspended: factories.Suspended
     run_pk: int
     saved_view_pk: int
+    bulk_operation_pk: int
 
 
 @pytest.fixture
@@ -57,7 +58,8 @@ def world(without_default_membership, django_user_model) -> World:
     executions.create_thread(profile_b, title="team B thread")
     owner = django_user_model.objects.create_user("view-owner", password="pw-owner-1")
     view = SavedView.objects.create(user=owner, name="theirs", query="status=waiting")
-    return World(team_a, suspended.execution.thread.profile, suspended, run.pk, view.pk)
+    operation = BulkOperation.objects.create(user=owner, action="cancel")
+    return World(team_a, suspended.execution.thread.profile, suspended, run.pk, view.pk, operation.pk)
 
 
 @pytest.fixture
@@ -138,6 +140,17 @@ SURFACES: dict[str, Surface | None] = {
     ),
     "runs:delete_view": Surface(
         "post", lambda w: reverse("runs:delete_view", args=[w.saved_view_pk]), {role: 404 for role in ROLES}
+    ),
+    # A bulk action is confirmed over what the user may see: team A's execution is "none selected" (400) for others.
+    "runs:bulk_action": Surface(
+        "post",
+        lambda w: reverse("runs:bulk_action"),
+        _each(200, 400),
+        lambda w: {"action": "cancel", "scope": "selected", "execution": w.suspended.execution.pk},
+    ),
+    # An operation is its user's alone.
+    "runs:bulk_operation": Surface(
+        "get", lambda w: reverse("runs:bulk_operation", args=[w.bulk_operation_pk]), {role: 404 for role in ROLES}
     ),
     "runs:execution": Surface("get", lambda w: reverse("runs:execution", args=[w.suspended.execution.pk]), _each(200)),
     # Cancelling a waiting execution is an approver's decision.

@@ -1,7 +1,7 @@
 """An execution's life, above `timeline`: starting, resuming and forking work, Host-managed children, answering
 deferred requests (approvals) and cancelling."""
 
-from . import approvals, cancellation, executions, forks, group_decisions, starts
+from . import approvals, bulk_operations, cancellation, executions, forks, group_decisions, starts
 from .approvals import (
     CANCEL_MESSAGE,
     EXPIRY_MESSAGE,
@@ -34,6 +34,7 @@ __all__ = (
     "SubmissionRejected",
     "approvals",
     "args_digest",
+    "bulk_operations",
     "can_decide",
     "cancel_execution",
     "cancellation",
