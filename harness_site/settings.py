@@ -142,6 +142,7 @@ TEMPLATES = [
                 "harness_site.health.worker_status",
                 "runs.context_processors.pending_approvals",
                 "runs.context_processors.queue_state",
+                "runs.context_processors.saved_views_nav",
             ],
         },
     },
@@ -236,6 +237,8 @@ HARNESS_SOCKET_SESSION_CHECK_SECONDS = env.number("HARNESS_SOCKET_SESSION_CHECK_
 # process) this often, so a message lost on the way (pub/sub delivers at most once; a Redis restart drops what is
 # in flight) stalls a page for at most this long.
 HARNESS_SOCKET_REFRESH_SECONDS = env.number("HARNESS_SOCKET_REFRESH_SECONDS", 10.0)
+# The most executions one bulk action (approve, deny, cancel from the executions list) may act on.
+HARNESS_BULK_MAX_ITEMS = env.integer("HARNESS_BULK_MAX_ITEMS", 1000)
 
 # Jobs travel as JSON, never pickles, and only the Host's own decode (runs/services/store/queued_jobs.py): the
 # Host's code and its worker use these whatever the settings say; here they are for django-rq's own commands.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -13,20 +14,21 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
+from django.db.models import Count, F, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_http_methods
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
+from django.views.decorators.http import require_http_methods, require_POST
 
-from runs.forms import AuditFilterForm, DecisionSetForm, new_submission_key
+from runs.forms import AuditFilterForm, DecisionSetForm, GroupDecisionForm, new_submission_key
 from runs.models import (
     DeferredKind,
     DeferredRequest,
+    DeferredStatus,
     Execution,
     ExecutionStatus,
     TeamRole,
@@ -34,12 +36,14 @@ from runs.models import (
 from runs.services.lifecycle import (
     SubmissionRejected,
     can_decide,
+    group_decisions,
     open_requests,
     pending_requests,
     pending_set,
     submit_decisions,
     tool_parameters_schema,
 )
+from runs.services.lifecycle.group_decisions import GROUP_VERDICTS, Outcome
 from runs.services.reports import audit_rows, csv_lines
 from runs.services.store import access, queueing
 from runs.services.store.access import get_visible_or_404
@@ -124,21 +128,98 @@ def approval_form_context(request: HttpRequest, execution: Execution, *, next_ur
     }
 
 
+INBOX_SORTS = {
+    "newest": ("-created_at", "-id"),
+    "oldest": ("created_at", "id"),
+    "expiry": (F("expires_at").asc(nulls_last=True), "created_at", "id"),
+    "tool": ("tool_name", "-created_at", "-id"),
+}
+"""How the inbox may be ordered (?sort=); newest first unless asked."""
+
+
+@dataclass(frozen=True)
+class InboxRow:
+    """One open request as the inbox shows it: its arguments masked, and whether its set is this one request
+    (then the row itself can approve or deny it)."""
+
+    request: DeferredRequest
+    args_json: str
+    set_size: int
+    age_seconds: int
+    expires_in_seconds: int | None
+
+    @property
+    def execution_url(self) -> str:
+        return execution_url(self.request.execution)
+
+    @property
+    def decidable_here(self) -> bool:
+        return self.set_size == 1 and self.request.kind == DeferredKind.APPROVAL
+
+
+@dataclass(frozen=True)
+class InboxGroup:
+    """Requests on the page with the same tool and the same masked arguments: one decision can answer them."""
+
+    rows: list[InboxRow]
+
+    @property
+    def first(self) -> InboxRow:
+        return self.rows[0]
+
+    @property
+    def request_pks(self) -> str:
+        return ",".join(str(row.request.pk) for row in self.rows)
+
+
 def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     now = timezone.now()
-    page = Paginator(_decidable(request).select_related("execution__thread"), INBOX_PAGE_SIZE).get_page(
-        request.GET.get("page")
+    sort = request.GET.get("sort") or "newest"
+    refused_sort = sort not in INBOX_SORTS
+    if refused_sort:
+        sort = "newest"
+    requests = _decidable(request).select_related("execution__thread", "execution__policy_version")
+    page = Paginator(requests.order_by(*INBOX_SORTS[sort]), INBOX_PAGE_SIZE).get_page(request.GET.get("page"))
+    items: list[DeferredRequest] = list(page.object_list)
+    set_sizes = _set_sizes(items)
+    groups: dict[tuple[str, str], list[InboxRow]] = {}
+    for item in items:
+        masked = redactor_for(item.execution.policy_version).value(item.args)
+        row = InboxRow(
+            request=item,
+            args_json=json.dumps(masked, indent=2, ensure_ascii=False, sort_keys=True),
+            set_size=set_sizes.get((item.execution_id, item.checkpoint_id), 0),
+            age_seconds=int((now - item.created_at).total_seconds()),
+            expires_in_seconds=int((item.expires_at - now).total_seconds()) if item.expires_at else None,
+        )
+        groups.setdefault((item.tool_name, row.args_json), []).append(row)
+    return {
+        "groups": [InboxGroup(rows) for rows in groups.values()],
+        "page": page,
+        "sort": sort,
+        "sorts": list(INBOX_SORTS),
+        "refused_sort": request.GET.get("sort") if refused_sort else None,
+        # One key per rendering: a row's or a group's decision posted twice decides nothing twice.
+        "submission_key": new_submission_key(),
+        # Where a decision from the inbox comes back to: this page of it (also when the table was fetched live).
+        "next": f"{reverse('runs:approvals')}?{urlencode({'sort': sort, 'page': str(page.number)})}",
+    }
+
+
+def _set_sizes(items: list[DeferredRequest]) -> dict[tuple[int, int], int]:
+    """How many requests an operator answers in each set the page's requests belong to."""
+    sets = (
+        DeferredRequest.objects.filter(
+            execution_id__in={item.execution_id for item in items},
+            checkpoint_id__in={item.checkpoint_id for item in items},
+            status=DeferredStatus.PENDING,
+        )
+        .exclude(kind=DeferredKind.CHILD)
+        .values("execution_id", "checkpoint_id")
+        .annotate(n=Count("id"))
+        .order_by()
     )
-    rows = [
-        {
-            "request": item,
-            "age_seconds": int((now - item.created_at).total_seconds()),
-            "expires_in_seconds": int((item.expires_at - now).total_seconds()) if item.expires_at else None,
-            "execution_url": execution_url(item.execution),
-        }
-        for item in page.object_list
-    ]
-    return {"rows": rows, "page": page}
+    return {(row["execution_id"], row["checkpoint_id"]): row["n"] for row in sets}
 
 
 def _decidable(request: HttpRequest) -> QuerySet[DeferredRequest]:
@@ -148,9 +229,10 @@ def _decidable(request: HttpRequest) -> QuerySet[DeferredRequest]:
 
 @login_required
 def inbox(request: HttpRequest) -> HttpResponse:
-    """Waiting requests the user may decide, across their teams' threads, oldest first; only open sets (the
-    thread's selected checkpoint)."""
-    return render(request, "runs/approvals.html", _inbox_context(request))
+    """Waiting requests the user may decide, across their teams' threads, newest first unless sorted otherwise;
+    only open sets (the thread's selected checkpoint)."""
+    context = _inbox_context(request)
+    return render(request, "runs/approvals.html", context, status=400 if context["refused_sort"] else 200)
 
 
 @login_required
@@ -158,6 +240,48 @@ def inbox_rows(request: HttpRequest) -> HttpResponse:
     """The inbox's table alone (one page of it): what the page fetches when its socket says the open requests
     changed."""
     return render(request, "runs/_approval_rows.html", _inbox_context(request))
+
+
+@require_POST
+@login_required
+def decide_group(request: HttpRequest) -> HttpResponse:
+    """One decision (approve, or deny with one reason) for each request of a group, each answered alone."""
+    form = GroupDecisionForm(request.POST)
+    back = _safe_next(request, request.POST.get("next")) or reverse("runs:approvals")
+    if not form.is_valid():
+        return render(
+            request,
+            "runs/approvals_rejected.html",
+            {"message": f"Nothing was decided: {form.errors.as_text()}", "code": "form_invalid", "back": back},
+            status=400,
+        )
+    data = form.cleaned_data
+    with queueing.reporting() as dispatch:
+        outcomes = group_decisions.decide_each(
+            request.user,
+            data["requests"],
+            GROUP_VERDICTS[data["choice"]],
+            message=data["message"],
+            key=data["submission_key"],
+        )
+    counts = Counter(item.outcome for item in outcomes)
+    summary = ", ".join(f"{counts[outcome]} {outcome}" for outcome in Outcome)
+    reasons = sorted({item.message for item in outcomes if item.outcome != Outcome.DONE})
+    text = f"{GROUP_VERDICTS[data['choice']].capitalize()} for a group of {len(outcomes)}: {summary}."
+    if reasons:
+        text = f"{text} {' '.join(reasons)}"
+    if dispatch.queue_unreachable:
+        text = f"{text} {queueing.UNREACHABLE_NOTICE}"
+    if request.headers.get("Accept", "").startswith("application/json"):
+        return JsonResponse(
+            {
+                "ok": True,
+                "message": text,
+                "items": [{"request": o.request_pk, "outcome": o.outcome, "message": o.message} for o in outcomes],
+            }
+        )
+    (messages.success if counts[Outcome.DONE] == len(outcomes) else messages.warning)(request, text)
+    return redirect(back)
 
 
 @require_http_methods(["GET", "POST"])

@@ -1,10 +1,12 @@
 """Template context shared by every page of the dashboard."""
 
+from typing import Any
+
 from django.http import HttpRequest
 
 from runs.models import TeamRole
 from runs.services.lifecycle import open_requests
-from runs.services.store import access, queueing
+from runs.services.store import access, queueing, saved_views
 
 
 def pending_approvals(request: HttpRequest) -> dict[str, int]:
@@ -19,3 +21,10 @@ def queue_state(request: HttpRequest) -> dict[str, bool]:
     if not request.user.is_authenticated:
         return {}
     return {"queue_unreachable": not queueing.queue_reachable()}
+
+
+def saved_views_nav(request: HttpRequest) -> dict[str, Any]:
+    """The user's saved views of the executions list, for the nav (a lazy query: pages without a nav never run it)."""
+    if not request.user.is_authenticated:
+        return {}
+    return {"nav_saved_views": saved_views.views_of(request.user)}

@@ -1,5 +1,6 @@
-"""Forms: starting work (new thread, new execution, fork), the thread search, an agent profile, one decision set
-per post, and the audit filters. Text fields are bounded and refuse control characters (runs/validators.py)."""
+"""Forms: starting work (new thread, new execution, fork), the thread search, the executions list's filters, an
+agent profile, one decision set per post, and the audit filters. Text fields are bounded and refuse control
+characters (runs/validators.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser, User
 from django.http import QueryDict
 
-from runs.models import AgentProfile, Thread, Verdict
+from runs.models import AgentProfile, BulkAction, ExecutionStatus, Thread, ToolDispatch, Verdict
 from runs.services.lifecycle import MAX_KEY_LENGTH, MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
-from runs.services.reports import AuditFilters
+from runs.services.reports import WAITING_FOR, AuditFilters, Cursor, ExecutionFilters
 from runs.services.store import ModelChoice, access, base_url_problem, model_problems, profile_key_variable, toolbox
 from runs.services.timeline import THREAD_STATUSES
 from runs.validators import MAX_DB_INTEGER, MAX_INPUT_CHARS, multi_line_text, single_line_text, unstorable_json
@@ -76,6 +77,124 @@ class ThreadSearchForm(forms.Form):
 
 class UsageForm(forms.Form):
     days = forms.IntegerField(required=False, min_value=1, max_value=366, label="Last days")
+
+
+SEARCH_CHARS = 200
+_EARLIEST = datetime.datetime.combine(EARLIEST_DAY, datetime.time.min, tzinfo=datetime.UTC)
+_LATEST = datetime.datetime.combine(LATEST_DAY, datetime.time.max, tzinfo=datetime.UTC)
+
+
+class ExecutionFilterForm(forms.Form):
+    """The executions list's filters and its page position, all from the query string (a view is a link)."""
+
+    status = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("", "any status"),
+            *((status, status) for status in ExecutionStatus.values),
+            *((f"waiting:{kind}", f"waiting for {kind}") for kind in WAITING_FOR),
+        ],
+    )
+    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.none(), required=False, to_field_name="name")
+    tool = forms.CharField(
+        required=False, max_length=ToolDispatch._meta.get_field("tool_name").max_length, validators=[single_line_text]
+    )
+    failure = forms.CharField(required=False, max_length=100, validators=[single_line_text])
+    by = forms.ModelChoiceField(queryset=get_user_model().objects.none(), required=False, to_field_name="username")
+    started_from = forms.DateTimeField(required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    started_to = forms.DateTimeField(required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    fork = forms.ChoiceField(required=False, choices=[("", "forked or not"), ("yes", "has a fork"), ("no", "no fork")])
+    q = forms.CharField(required=False, max_length=SEARCH_CHARS, validators=[single_line_text])
+    after = forms.CharField(required=False, max_length=60)
+    before = forms.CharField(required=False, max_length=60)
+
+    FILTERS = ("status", "profile", "tool", "failure", "by", "started_from", "started_to", "fork", "q")
+    """The fields that narrow the list (the others say where the page is)."""
+
+    def __init__(self, *args: Any, viewer: User | AnonymousUser, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.viewer = viewer
+        profile, by = self.fields["profile"], self.fields["by"]
+        assert isinstance(profile, forms.ModelChoiceField) and isinstance(by, forms.ModelChoiceField)
+        profile.queryset = access.visible_profiles(viewer).order_by("name")
+        by.queryset = access.visible_users(viewer).order_by("username")
+
+    def _clean_cursor(self, name: str) -> Cursor | None:
+        text = self.cleaned_data[name].strip()
+        if not text:
+            return None
+        try:
+            cursor = Cursor.parse(text)
+        except (ValueError, OverflowError):
+            cursor = None
+        if cursor is None or not (_EARLIEST <= cursor.created_at <= _LATEST and cursor.pk <= MAX_DB_INTEGER):
+            raise forms.ValidationError("This is not a position in the list; start again from the first page.")
+        return cursor
+
+    def clean_after(self) -> Cursor | None:
+        return self._clean_cursor("after")
+
+    def clean_before(self) -> Cursor | None:
+        return self._clean_cursor("before")
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        for name in ("started_from", "started_to"):
+            moment = data.get(name)
+            if moment is not None and not _EARLIEST <= moment <= _LATEST:
+                self.add_error(name, f"Choose a time between {EARLIEST_DAY} and {LATEST_DAY}.")
+        start, end = data.get("started_from"), data.get("started_to")
+        if start and end and start > end:
+            self.add_error("started_to", "The end is before the start.")
+        return data
+
+    def filters(self) -> ExecutionFilters:
+        """The valid filters; none when the form is invalid (its errors say why)."""
+        if not self.is_valid():
+            return ExecutionFilters(viewer=self.viewer)
+        data = self.cleaned_data
+        status, _, waiting_for = data["status"].partition(":")
+        return ExecutionFilters(
+            viewer=self.viewer,
+            status=status,
+            waiting_for=waiting_for,
+            profile=data["profile"],
+            tool=data["tool"].strip(),
+            failure_code=data["failure"].strip(),
+            started_by=data["by"],
+            started_from=data["started_from"],
+            started_to=data["started_to"],
+            has_fork={"yes": True, "no": False}.get(data["fork"]),
+            text=data["q"].strip(),
+        )
+
+    def is_filtered(self) -> bool:
+        return any(self.data.get(name) for name in self.FILTERS)
+
+
+class SavedViewForm(forms.Form):
+    """A name for the executions list's current filters; the query is checked as the list would read it."""
+
+    name = forms.CharField(max_length=60, validators=[single_line_text])
+    query = forms.CharField(required=False, max_length=2000, validators=[single_line_text])
+
+    def __init__(self, *args: Any, viewer: User | AnonymousUser, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.viewer = viewer
+
+    def clean_query(self) -> str:
+        query = QueryDict(self.cleaned_data["query"].lstrip("?"), mutable=True)
+        # A view is the filters, never a position in the list.
+        for name in ("after", "before"):
+            query.pop(name, None)
+        unknown = sorted(set(query) - set(ExecutionFilterForm.FILTERS))
+        if unknown:
+            raise forms.ValidationError(f"Not a filter of the executions list: {', '.join(unknown)}.")
+        filters = ExecutionFilterForm(query, viewer=self.viewer)
+        if not filters.is_valid():
+            raise forms.ValidationError(f"These filters are refused: {filters.errors.as_text()}")
+        return query.urlencode()
 
 
 class StorableJSONField(forms.JSONField):
@@ -260,6 +379,58 @@ def _json_field(text: str, label: str, what: str) -> Any:
     if problem := unstorable_json(value):
         raise SubmissionRejected(f"{label}: the {what} {problem}.", code="malformed_json")
     return value
+
+
+MAX_GROUP_REQUESTS = 500
+"""Requests one group decision may answer: a page of the inbox, many times over."""
+
+
+class GroupDecisionForm(forms.Form):
+    """One decision for a group of identical requests: their pks (comma-separated), approve or deny, one reason."""
+
+    requests = forms.CharField(max_length=MAX_GROUP_REQUESTS * 21)
+    choice = forms.ChoiceField(choices=[("approve", "approve"), ("deny", "deny")])
+    message = forms.CharField(required=False, max_length=MAX_MESSAGE_CHARS, validators=[multi_line_text])
+    submission_key = forms.CharField(max_length=60)
+
+    def clean_requests(self) -> list[int]:
+        parts = [part.strip() for part in self.cleaned_data["requests"].split(",") if part.strip()]
+        if not all(part.isdigit() and int(part) <= MAX_DB_INTEGER for part in parts):
+            raise forms.ValidationError("The requests must be request numbers separated by commas.")
+        pks = list(dict.fromkeys(int(part) for part in parts))
+        if not pks:
+            raise forms.ValidationError("Choose at least one request.")
+        if len(pks) > MAX_GROUP_REQUESTS:
+            raise forms.ValidationError(f"At most {MAX_GROUP_REQUESTS} requests can be decided at once.")
+        return pks
+
+
+class BulkForm(forms.Form):
+    """A bulk action over the selected executions (`execution`, repeated) or over every match of `query`."""
+
+    action = forms.ChoiceField(choices=BulkAction.choices)
+    message = forms.CharField(required=False, max_length=MAX_MESSAGE_CHARS, validators=[multi_line_text])
+    scope = forms.ChoiceField(choices=[("selected", "selected"), ("matching", "everything matching")])
+    query = forms.CharField(required=False, max_length=2000, validators=[single_line_text])
+    confirmed = forms.BooleanField(required=False)
+
+    def __init__(self, *args: Any, viewer: User | AnonymousUser, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.viewer = viewer
+
+    def executions(self, limit: int) -> tuple[int, list[int]]:
+        """How many visible executions the action covers, and the pks of at most `limit` + 1 of them, newest first."""
+        data: QueryDict = self.data  # type: ignore[assignment]  # always bound to request.POST
+        if self.cleaned_data["scope"] == "matching":
+            filters = ExecutionFilterForm(QueryDict(self.cleaned_data["query"]), viewer=self.viewer)
+            if not filters.is_valid():
+                raise forms.ValidationError(f"The filter is refused: {filters.errors.as_text()}")
+            matching = filters.filters().matching()
+        else:
+            chosen = [int(pk) for pk in data.getlist("execution") if pk.isdigit() and int(pk) <= MAX_DB_INTEGER]
+            matching = access.visible_executions(self.viewer).filter(pk__in=chosen)
+        newest_first = matching.order_by("-created_at", "-pk").values_list("pk", flat=True)
+        return matching.count(), list(newest_first[: limit + 1])
 
 
 class AuditFilterForm(forms.Form):

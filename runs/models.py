@@ -277,6 +277,13 @@ class Execution(models.Model):
                 name="one_active_execution_per_thread",
             ),
         ]
+        # The executions list: newest first by (created_at, id), alone or after the column of a filter.
+        indexes = [
+            models.Index(fields=["created_at", "id"], name="execution_newest"),
+            models.Index(fields=["status", "created_at", "id"], name="execution_status_newest"),
+            models.Index(fields=["failure_code", "created_at", "id"], name="execution_failure_newest"),
+            models.Index(fields=["created_by", "created_at", "id"], name="execution_starter_newest"),
+        ]
         ordering = ["thread", "number"]
 
     def __str__(self) -> str:
@@ -517,6 +524,8 @@ class DeferredRequest(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "tool_call_id"], name="deferred_request_call_unique"),
         ]
+        # The executions list's "tool called" filter.
+        indexes = [models.Index(fields=["tool_name", "execution"], name="deferred_request_tool")]
         permissions = [("decide_deferred", "Can answer deferred tool requests")]
         ordering = ["execution", "id"]
 
@@ -581,6 +590,8 @@ class ToolDispatch(models.Model):
     dispatched_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        # The executions list's "tool called" filter.
+        indexes = [models.Index(fields=["tool_name", "run"], name="tool_dispatch_tool")]
         ordering = ["id"]
 
     def __str__(self) -> str:
@@ -666,3 +677,67 @@ class ModelPrice(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model} from {self.valid_from:%Y-%m-%d}"
+
+
+class SavedView(models.Model):
+    """A user's named filter of the executions list: the list's query string, shown in the nav."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_views")
+    name = models.CharField(max_length=60)
+    query = models.CharField(max_length=2000, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="saved_view_name_unique_per_user")]
+        ordering = ["user", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class BulkAction(models.TextChoices):
+    APPROVE = "approve"
+    DENY = "deny"
+    CANCEL = "cancel"
+
+
+class BulkOperation(models.Model):
+    """One action over many executions, run as an RQ job a row at a time; its items are its audit."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    action = models.CharField(max_length=16, choices=BulkAction.choices)
+    message = models.TextField(blank=True, help_text="The reason sent with each denial.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"bulk {self.action} #{self.pk}"
+
+
+class BulkOutcome(models.TextChoices):
+    PENDING = "pending"
+    # Taken by the job: an item is claimed before it is acted on, so no job acts on it twice.
+    TAKEN = "taken"
+    DONE = "done"
+    SKIPPED = "skipped"
+    REFUSED = "refused"
+
+
+class BulkItem(models.Model):
+    """One execution of a bulk operation and what became of it."""
+
+    operation = models.ForeignKey(BulkOperation, on_delete=models.CASCADE, related_name="items")
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="+")
+    outcome = models.CharField(max_length=16, choices=BulkOutcome.choices, default=BulkOutcome.PENDING)
+    message = models.TextField(blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["operation", "execution"], name="bulk_item_once")]
+        ordering = ["operation", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.operation}: {self.execution} {self.outcome}"

@@ -1,7 +1,7 @@
 from django.urls import path
 from django.views.generic import RedirectView
 
-from runs import approval_urls, views
+from runs import approval_urls, bulk_views, views
 
 app_name = "runs"
 
@@ -12,6 +12,11 @@ urlpatterns = [
     path("threads/<pk:pk>/", views.thread_detail, name="thread"),
     path("threads/<pk:pk>/executions/", views.start_execution, name="start_execution"),
     path("checkpoints/<pk:pk>/fork/", views.fork_checkpoint, name="fork_checkpoint"),
+    path("executions/", views.execution_list, name="executions"),
+    path("executions/views/", views.save_view, name="save_view"),
+    path("executions/bulk/", bulk_views.bulk_action, name="bulk_action"),
+    path("executions/bulk/<pk:pk>/", bulk_views.bulk_operation, name="bulk_operation"),
+    path("executions/views/<pk:pk>/delete/", views.delete_view, name="delete_view"),
     path("executions/<pk:pk>/", views.execution_detail, name="execution"),
     path("executions/<pk:pk>/cancel/", views.cancel_execution, name="cancel_execution"),
     path("executions/<pk:pk>/bundle/", views.export_bundle, name="export_bundle"),

@@ -11,16 +11,52 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.forms import Form, ModelChoiceField
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    JsonResponse,
+    QueryDict,
+)
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from runs.forms import TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm, UsageForm
-from runs.models import BundleMode, Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
-from runs.services.lifecycle import bundle_export, can_decide, cancellation, executions, starts
-from runs.services.reports import costs, failures, provenance, timeline_page, usage_report
+from runs.forms import (
+    TITLE_CHARS,
+    ExecutionFilterForm,
+    ForkForm,
+    NewExecutionForm,
+    NewThreadForm,
+    SavedViewForm,
+    ThreadSearchForm,
+    UsageForm,
+)
+from runs.models import (
+    BulkAction,
+    BundleMode,
+    Checkpoint,
+    Execution,
+    ExecutionStatus,
+    Run,
+    TeamRole,
+    Thread,
+    TimelineEvent,
+)
+from runs.services.lifecycle import bundle_export, can_decide, cancellation, executions, open_requests, starts
+from runs.services.reports import (
+    costs,
+    execution_page,
+    failures,
+    provenance,
+    status_counts,
+    timeline_page,
+    usage_report,
+)
 from runs.services.reports.usage_report import CHART_HEIGHT, CHART_WIDTH
-from runs.services.store import access, checkpoints, queueing
+from runs.services.store import access, checkpoints, queueing, saved_views
 from runs.services.store.access import Action, get_visible_or_404
 from runs.services.timeline import read_side
 from runs.validators import MAX_INPUT_CHARS
@@ -29,6 +65,7 @@ THREADS_PER_PAGE = 25
 USAGE_DAYS = 30
 CHECKPOINTS_PER_PAGE = 20
 EXECUTIONS_PER_PAGE = 25
+EXECUTION_LIST_PAGE = 50
 RUN_EVENTS_PER_PAGE = 200
 LIMITS = {"input": MAX_INPUT_CHARS, "title": TITLE_CHARS}
 """Shown as `maxlength` on the forms; the forms enforce them."""
@@ -57,6 +94,78 @@ def threads(request: HttpRequest) -> HttpResponse:
         # Refused filters are shown with their reasons, and the list is then unfiltered.
         status=200 if valid else 400,
     )
+
+
+@login_required
+def execution_list(request: HttpRequest) -> HttpResponse:
+    """Every execution the user may see, newest first, narrowed by the filters in the query string."""
+    form = ExecutionFilterForm(request.GET, viewer=request.user)
+    filters = form.filters()
+    valid = form.is_valid()
+    page = execution_page(
+        filters,
+        EXECUTION_LIST_PAGE,
+        after=form.cleaned_data.get("after") if valid else None,
+        before=form.cleaned_data.get("before") if valid else None,
+    )
+    # The filters without the page position: what the status links, the cursors and a saved view build on.
+    query = request.GET.copy()
+    for name in ("after", "before"):
+        query.pop(name, None)
+    counts = status_counts(filters)
+    current = request.GET.get("status", "") if valid else ""
+    status_links = [
+        (label, count, _with(query, status=value), value == current)
+        for label, value, count in [
+            ("any", "", counts["total"]),
+            *((status, status, count) for status, count in counts["statuses"]),
+            *((f"waiting for {kind}", f"waiting:{kind}", count) for kind, count in counts["waiting_for"]),
+        ]
+    ]
+    return render(
+        request,
+        "runs/executions.html",
+        {
+            "filters": form,
+            "page": page,
+            # How many the filters match, the status included: what "all matching" acts on.
+            "total": next(count for _, count, _, chosen in status_links if chosen),
+            "status_links": status_links,
+            "older_url": _with(query, after=str(page.older)) if page.older else None,
+            "newer_url": _with(query, before=str(page.newer)) if page.newer else None,
+            "filter_query": query.urlencode(),
+            "filtered": valid and form.is_filtered(),
+            "saved_views": saved_views.views_of(request.user),
+            "bulk_actions": BulkAction.choices,
+        },
+        # Refused filters are shown with their reasons, and the list is then unfiltered.
+        status=200 if valid else 400,
+    )
+
+
+@login_required
+@require_POST
+def save_view(request: HttpRequest) -> HttpResponse:
+    """Save the list's filters under a name (replacing the user's view of that name)."""
+    form = SavedViewForm(request.POST, viewer=request.user)
+    if not form.is_valid():
+        return _refused(request, form, "The view was not saved.")
+    try:
+        view = saved_views.save_view(request.user, form.cleaned_data["name"], form.cleaned_data["query"])
+    except saved_views.SavedViewRefused as refused:
+        messages.error(request, refused.message)
+        return redirect("runs:executions")
+    messages.success(request, f"Saved the view {view.name}.")
+    return redirect(f"{reverse('runs:executions')}?{view.query}")
+
+
+@login_required
+@require_POST
+def delete_view(request: HttpRequest, pk: int) -> HttpResponse:
+    if not saved_views.delete_view(request.user, pk):
+        raise Http404("You have no saved view of this number.")
+    messages.success(request, "The view was deleted.")
+    return redirect("runs:executions")
 
 
 @login_required
@@ -223,6 +332,12 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "children": Execution.objects.filter(parent_request__execution=execution)
             .select_related("thread", "parent_request")
             .order_by("pk"),
+            # After a decision here, where the approver goes on to: the newest request waiting elsewhere.
+            "next_waiting": access.scoped(open_requests(), request.user, TeamRole.APPROVER)
+            .exclude(execution=execution)
+            .select_related("execution__thread")
+            .order_by("-created_at", "-id")
+            .first(),
         },
     )
 
@@ -313,6 +428,16 @@ def event_detail(request: HttpRequest, execution_pk: int, position: int) -> Http
             "next": position + 1 if position < read_side.last_position(execution_pk) else None,
         },
     )
+
+
+def _with(query: QueryDict, **values: str) -> str:
+    """`query` with these values set (an empty one removed), as the query string of a link."""
+    changed = query.copy()
+    for name, value in values.items():
+        changed.pop(name, None)
+        if value:
+            changed[name] = value
+    return f"?{changed.urlencode()}"
 
 
 def _pretty(value: object) -> str:

@@ -164,3 +164,13 @@ def test_a_bundle_exported_on_sqlite_shows_the_same_pages_imported_on_postgresql
         },
     )
     assert "1 passed" in output and "skipped" not in output, output
+
+
+def test_the_executions_list_and_its_query_plans_on_postgresql(postgres_url, tmp_path):
+    # The list's keyset pages, filters and counts, and the plans that show each query reads its index.
+    pytest_on_postgresql(
+        postgres_url,
+        tmp_path,
+        ["tests/web/test_execution_list.py", "tests/web/test_saved_views.py", "tests/web/test_bulk_actions.py"],
+        timeout=900,
+    )

@@ -149,11 +149,13 @@ def test_the_inbox_and_the_badge_on_every_page_follow_the_open_requests_live(
     expect(inbox_rows).to_have_count(2, timeout=LIVE_MS)
     for page in (operator_page, threads_page):
         expect(page.locator("[data-approvals-count]")).to_have_text("2")
-    expect(inbox_rows.first.locator("a")).to_have_attribute("href", f"/executions/{first.pk}/")
+    # Newest first.
+    expect(inbox_rows.first.locator("a").first).to_have_attribute("href", f"/executions/{second.pk}/")
+    expect(inbox_rows.last.locator("a").first).to_have_attribute("href", f"/executions/{first.pk}/")
 
     answer_with_a_denial(first, operator_user)
     expect(inbox_rows).to_have_count(1, timeout=LIVE_MS)
-    expect(inbox_rows.first.locator("a")).to_have_attribute("href", f"/executions/{second.pk}/")
+    expect(inbox_rows.first.locator("a").first).to_have_attribute("href", f"/executions/{second.pk}/")
     for page in (operator_page, threads_page):
         expect(page.locator("[data-approvals-count]")).to_have_text("1")
 
@@ -173,7 +175,7 @@ def test_the_inbox_and_the_badge_on_every_page_follow_the_open_requests_live(
 def test_a_later_page_of_the_inbox_follows_the_open_requests_live(operator_page, live_stack, operator_user):
     # Two requests a set: one page full, and the last set on page 2.
     sets = [factories.suspended_execution(title=f"set {n}") for n in range(INBOX_PAGE_SIZE // 2 + 1)]
-    operator_page.goto(f"{live_stack.base_url}/approvals/?page=2")
+    operator_page.goto(f"{live_stack.base_url}/approvals/?sort=oldest&page=2")
     expect(operator_page.locator("html")).to_have_attribute("data-approvals-socket", "live", timeout=LIVE_MS)
     rows = operator_page.locator("#approvals-inbox tr[data-request]")
     expect(rows).to_have_count(2)
@@ -182,7 +184,7 @@ def test_a_later_page_of_the_inbox_follows_the_open_requests_live(operator_page,
     newer = factories.suspended_execution(title="newer")
     publish_approvals_changed()
     expect(rows).to_have_count(4, timeout=LIVE_MS)
-    newer_links = operator_page.locator(f"#approvals-inbox a[href='/executions/{newer.execution.pk}/']")
+    newer_links = operator_page.locator(f"#approvals-inbox td:first-child a[href='/executions/{newer.execution.pk}/']")
     expect(newer_links).to_have_count(2)
 
     # The oldest set, on page 1, closes: page 2 moves up by two and keeps only the newest set.

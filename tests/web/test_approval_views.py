@@ -246,7 +246,9 @@ def test_inbox_lists_waiting_requests_oldest_first_with_expiry(client, operator)
     assert ">Decide<" in page
 
 
-def test_the_inbox_and_its_rows_fragment_show_one_page_of_requests_oldest_first(client, operator, monkeypatch):
+def test_the_inbox_and_its_rows_fragment_show_one_page_of_requests_newest_first_or_as_sorted(
+    client, operator, monkeypatch
+):
     monkeypatch.setattr(approval_views, "INBOX_PAGE_SIZE", 3)
     oldest, middle, newest = (suspended_execution(title=title) for title in ("oldest", "middle", "newest"))
     # The inbox lists what its user may decide.
@@ -259,9 +261,15 @@ def test_the_inbox_and_its_rows_fragment_show_one_page_of_requests_oldest_first(
     assert "page 1 of 2" in first and 'href="?page=2"' in first
     assert 'data-inbox-page="2" data-page-size="3" data-page-count="2"' in second and 'href="?page=1"' in second
     oldest_url, newest_url = (reverse("runs:execution", args=[s.execution.pk]) for s in (oldest, newest))
-    assert oldest_url in first and oldest_url not in second
-    assert newest_url in second and newest_url not in first
+    assert newest_url in first and newest_url not in second
+    assert oldest_url in second and oldest_url not in first
     assert reverse("runs:execution", args=[middle.execution.pk]) in first + second
+
+    by_age = client.get(reverse("runs:approvals"), {"sort": "oldest"}).content.decode()
+    assert oldest_url in by_age and newest_url not in by_age
+    refused = client.get(reverse("runs:approvals"), {"sort": "loudest"})
+    assert refused.status_code == 400
+    assert 'There is no sort "loudest"' in refused.content.decode()
 
 
 def test_inbox_leaves_out_answered_and_superseded_sets(client, operator, suspended):

@@ -19,7 +19,7 @@ from django.contrib.auth.models import Permission
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from observers.routing import websocket_urlpatterns
-from runs.models import AgentProfile, Team, TeamRole
+from runs.models import AgentProfile, BulkOperation, SavedView, Team, TeamRole
 from runs.protocol import CLOSE_NOT_FOUND
 from runs.services.lifecycle import executions
 from tests.support import factories
@@ -43,10 +43,12 @@ class World:
     profile_a: AgentProfile
     suspended: factories.Suspended
     run_pk: int
+    saved_view_pk: int
+    bulk_operation_pk: int
 
 
 @pytest.fixture
-def world(without_default_membership) -> World:
+def world(without_default_membership, django_user_model) -> World:
     team_a = Team.objects.get_or_create(name="default")[0]
     team_b = Team.objects.create(name="team-b")
     suspended = factories.suspended_execution()
@@ -54,7 +56,10 @@ def world(without_default_membership) -> World:
     factories.append_events(run, [TextMessageContentEvent(message_id="m1", delta="secret of team A")])
     profile_b = AgentProfile.objects.create(name="finance-b", model="demo", team=team_b)
     executions.create_thread(profile_b, title="team B thread")
-    return World(team_a, suspended.execution.thread.profile, suspended, run.pk)
+    owner = django_user_model.objects.create_user("view-owner", password="pw-owner-1")
+    view = SavedView.objects.create(user=owner, name="theirs", query="status=waiting")
+    operation = BulkOperation.objects.create(user=owner, action="cancel")
+    return World(team_a, suspended.execution.thread.profile, suspended, run.pk, view.pk, operation.pk)
 
 
 @pytest.fixture
@@ -127,6 +132,26 @@ SURFACES: dict[str, Surface | None] = {
     "runs:fork_checkpoint": Surface(
         "post", lambda w: reverse("runs:fork_checkpoint", args=[w.suspended.checkpoint_id]), OPERATE
     ),
+    # Lists show each user what they may see, so every role gets the page.
+    "runs:executions": Surface("get", lambda w: reverse("runs:executions"), SEE_ALL),
+    # A saved view is the user's own (a name and a query string), whatever their teams; another's is 404.
+    "runs:save_view": Surface(
+        "post", lambda w: reverse("runs:save_view"), {role: 302 for role in ROLES}, lambda w: {"name": "mine"}
+    ),
+    "runs:delete_view": Surface(
+        "post", lambda w: reverse("runs:delete_view", args=[w.saved_view_pk]), {role: 404 for role in ROLES}
+    ),
+    # A bulk action is confirmed over what the user may see: team A's execution is "none selected" (400) for others.
+    "runs:bulk_action": Surface(
+        "post",
+        lambda w: reverse("runs:bulk_action"),
+        _each(200, 400),
+        lambda w: {"action": "cancel", "scope": "selected", "execution": w.suspended.execution.pk},
+    ),
+    # An operation is its user's alone.
+    "runs:bulk_operation": Surface(
+        "get", lambda w: reverse("runs:bulk_operation", args=[w.bulk_operation_pk]), {role: 404 for role in ROLES}
+    ),
     "runs:execution": Surface("get", lambda w: reverse("runs:execution", args=[w.suspended.execution.pk]), _each(200)),
     # Cancelling a waiting execution is an approver's decision.
     "runs:cancel_execution": Surface(
@@ -140,6 +165,13 @@ SURFACES: dict[str, Surface | None] = {
     ),
     "runs:event": Surface("get", lambda w: reverse("runs:event", args=[w.suspended.execution.pk, 1]), _each(200)),
     "runs:run": Surface("get", lambda w: reverse("runs:run", args=[w.run_pk]), _each(200)),
+    # Each request of a group is checked alone (refused items are reported), so the post itself is a 200 for all.
+    "runs:approval_group": Surface(
+        "post",
+        lambda w: reverse("runs:approval_group"),
+        {role: 302 for role in ROLES},
+        lambda w: {"requests": str(w.suspended.requests["call-pay"].pk), "choice": "deny", "submission_key": "k-g"},
+    ),
     "runs:approvals": Surface("get", lambda w: reverse("runs:approvals"), SEE_ALL),
     "runs:approval_rows": Surface("get", lambda w: reverse("runs:approval_rows"), SEE_ALL),
     "runs:approval_audit": Surface("get", lambda w: reverse("runs:approval_audit"), SEE_ALL),
@@ -206,6 +238,14 @@ def test_lists_show_only_the_users_teams(client, world, user_of, role, django_us
     assert ("a-member" in usernames) == (role in MEMBERS)
     titles = {thread.title for thread in audit.fields["thread"].queryset}
     assert ("team B thread" in titles) == (role in {"outsider", "superuser"})
+    # The executions list, and the profiles and people its filters offer.
+    listed = client.get(reverse("runs:executions"))
+    assert ("payments #1" in listed.content.decode()) == (role in MEMBERS)
+    offered = listed.context["filters"].fields
+    assert ("finance-b" in {profile.name for profile in offered["profile"].queryset}) == (
+        role in {"outsider", "superuser"}
+    )
+    assert ("b-member" in {user.username for user in offered["by"].queryset}) == (role in {"outsider", "superuser"})
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -214,7 +254,7 @@ def test_badge_and_inbox_count_only_what_the_user_may_decide(client, world, user
     response = client.get(reverse("runs:approvals"))
     may_decide = role in {"approver", "admin", "superuser"}
     assert response.context["pending_approvals"] == (2 if may_decide else 0)
-    assert len(response.context["rows"]) == (2 if may_decide else 0)
+    assert sum(len(group.rows) for group in response.context["groups"]) == (2 if may_decide else 0)
 
 
 def test_the_decide_permission_makes_a_member_an_approver_of_their_teams_only(client, world, django_user_model):

@@ -1,7 +1,17 @@
 """An execution's life, above `timeline`: starting, resuming and forking work, Host-managed children, answering
 deferred requests (approvals), cancelling, and moving executions between Hosts as run bundles."""
 
-from . import approvals, bundle_export, bundle_import, cancellation, executions, forks, starts
+from . import (
+    approvals,
+    bulk_operations,
+    bundle_export,
+    bundle_import,
+    cancellation,
+    executions,
+    forks,
+    group_decisions,
+    starts,
+)
 from .approvals import (
     CANCEL_MESSAGE,
     EXPIRY_MESSAGE,
@@ -34,6 +44,7 @@ __all__ = (
     "SubmissionRejected",
     "approvals",
     "args_digest",
+    "bulk_operations",
     "bundle_export",
     "bundle_import",
     "can_decide",
@@ -44,6 +55,7 @@ __all__ = (
     "executions",
     "expire_overdue_requests",
     "forks",
+    "group_decisions",
     "open_requests",
     "pending_requests",
     "pending_set",

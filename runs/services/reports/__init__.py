@@ -1,23 +1,31 @@
 """What pages and the admin read beyond the timeline, above `timeline` and beside `lifecycle`: the execution
-page's config, provenance, failures, the audit, rule checks, dry runs, usage and cost. Nothing here writes."""
+page's config, provenance, failures, the audit, the list of executions, rule checks, dry runs, usage and cost.
+Nothing here writes."""
 
 from . import costs, failures, provenance, timeline_page
 from .audit import CSV_COLUMNS, AuditFilters, audit_rows, csv_lines
 from .dry_run import dry_run
+from .execution_list import WAITING_FOR, Cursor, ExecutionFilters, ExecutionPage, execution_page, status_counts
 from .rule_checks import effective_approvals, rule_problems
 from .usage_report import usage_report
 
 __all__ = (
     "CSV_COLUMNS",
+    "WAITING_FOR",
     "AuditFilters",
+    "Cursor",
+    "ExecutionFilters",
+    "ExecutionPage",
     "audit_rows",
     "costs",
     "csv_lines",
     "dry_run",
     "effective_approvals",
+    "execution_page",
     "failures",
     "provenance",
     "rule_problems",
+    "status_counts",
     "timeline_page",
     "usage_report",
 )

@@ -1,10 +1,10 @@
 """The bottom layer: what a run is built from and written to, importing no other services.
 
-Leases, row inserts, the journal and checkpoints; the RQ queue; login sessions read outside their request;
-policy versions, the tool registry, model providers and the agent a run builds from them.
+Leases, row inserts, the journal and checkpoints; the RQ queue; login sessions read outside their request; users'
+saved views; policy versions, the tool registry, model providers and the agent a run builds from them.
 """
 
-from . import access, bundle_format, checkpoints, journal, leases, policy, queueing, toolbox
+from . import access, bundle_format, checkpoints, journal, leases, policy, queueing, saved_views, toolbox
 from .login_sessions import session_store, session_user_pk
 from .policy import (
     POLICY_VERSION_FIELDS,
@@ -38,6 +38,7 @@ __all__ = (
     "publish_policy_version",
     "queue_reachable",
     "queueing",
+    "saved_views",
     "session_store",
     "session_user_pk",
     "toolbox",

@@ -108,6 +108,19 @@ def send_job(run_pk: int) -> bool:
     return True
 
 
+def enqueue_bulk_operation(operation_pk: int) -> None:
+    """Send a bulk operation's job once the surrounding transaction commits (logged if Redis is unreachable)."""
+
+    def send() -> None:
+        try:
+            host_queue(commit_mode="auto").enqueue("runs.jobs.run_bulk_operation", operation_pk)
+        except RedisError as exc:
+            log.warning("bulk operation %s waits: the queue cannot be reached (%s)", operation_pk, exc)
+            _remember_reachable(False)
+
+    transaction.on_commit(send)
+
+
 def enqueue_run(run: Run) -> None:
     """Send the run's job once the surrounding transaction commits; a failure never undoes or fails the commit."""
     report = _report.get()
