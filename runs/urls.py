@@ -13,6 +13,7 @@ urlpatterns = [
     path("threads/<pk:pk>/executions/", views.start_execution, name="start_execution"),
     path("checkpoints/<pk:pk>/fork/", views.fork_checkpoint, name="fork_checkpoint"),
     path("executions/<pk:pk>/", views.execution_detail, name="execution"),
+    path("executions/<pk:pk>/times/", views.execution_times, name="execution_times"),
     path("executions/<pk:pk>/cancel/", views.cancel_execution, name="cancel_execution"),
     path("executions/<pk:execution_pk>/events/<pk:position>/", views.event_detail, name="event"),
     path("runs/<pk:pk>/", views.run_detail, name="run"),

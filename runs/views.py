@@ -12,12 +12,13 @@ from django.core.paginator import Paginator
 from django.forms import Form, ModelChoiceField
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from runs.forms import TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
 from runs.models import Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
 from runs.services.lifecycle import can_decide, cancellation, executions, starts
-from runs.services.reports import failures, provenance, timeline_page
+from runs.services.reports import durations, failures, provenance, timeline_page
 from runs.services.store import access, checkpoints, queueing
 from runs.services.store.access import Action, get_visible_or_404
 from runs.services.timeline import read_side
@@ -189,6 +190,9 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     lanes = read_side.lanes_of(execution)
     failed_run = next((lane.run for lane in reversed(lanes) if lane.run.failure_code), None)
+    times = durations.execution_times(execution, [lane.run for lane in lanes])
+    now = timezone.now()
+    active = durations.active_texts(times, now)
     return render(
         request,
         "runs/execution.html",
@@ -196,7 +200,9 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "execution": execution,
             "thread": execution.thread,
             "lanes": lanes,
-            "timeline_config": timeline_page.page_config(execution, lanes),
+            "lane_heads": [(lane, active.get(lane.run.pk, "")) for lane in lanes],
+            "totals": durations.totals(times, [lane.run for lane in lanes], now),
+            "timeline_config": timeline_page.page_config(execution, lanes, times.as_json(now)),
             "failed_run": failed_run,
             # The first execution of a fork says where its history comes from.
             "origin": provenance.fork_origin(execution.thread) if execution.number == 1 else None,
@@ -212,6 +218,13 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             .order_by("pk"),
         },
     )
+
+
+@login_required
+def execution_times(request: HttpRequest, pk: int) -> JsonResponse:
+    """The execution's duration model, which the page fetches again whenever a run starts or ends."""
+    execution = get_visible_or_404(Execution.objects.all(), request.user, pk=pk)
+    return JsonResponse(durations.execution_times(execution).as_json(timezone.now()))
 
 
 @login_required
@@ -245,7 +258,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "run": run,
             "execution": run.execution,
             "thread": run.execution.thread,
-            "duration": read_side.format_duration(read_side.run_duration(run)),
+            "duration": durations.run_active_text(run),
             "events": events,
             "checkpoints": read_side.checkpoints_of(run),
             "deferred_requests": read_side.deferred_requests_of(run),

@@ -80,7 +80,6 @@ export const HANDLERS = {
   RUN_FINISHED(timeline, scope, frame, event) {
     const outcome = event.outcome?.type ?? "success";
     scope.stopTools();
-    if (!scope.item) scope.lane.ended(frame.event.timestamp);
     let item;
     if (outcome === "interrupt") {
       const interrupts = event.outcome.interrupts ?? [];
@@ -100,7 +99,6 @@ export const HANDLERS = {
   },
   RUN_ERROR(timeline, scope, frame, event) {
     scope.stopTools();
-    if (!scope.item) scope.lane.ended(frame.event.timestamp);
     const item = scope.add(new Item(timeline, "error", frame, "run failed"));
     scope.interruptOpenTools("the run failed before it returned");
     if (event.code) item.extra.textContent = event.code;
@@ -140,13 +138,7 @@ export const HANDLERS = {
       if (type === "model_request_completed" || type === "model_request_failed") scope.modelRequestEnded(frame.event.timestamp);
     }
     if (event.name === timeline.config.constants.decisionEventName) {
-      const lane = scope.lane;
-      if (lane.previousTimestamp !== null && typeof frame.event.timestamp === "number") {
-        const waited = frame.event.timestamp - lane.previousTimestamp;
-        const waitingFor = lane.waitingFor ?? "waiting for approval";
-        timeline.gap(waited, event.value?.expired ? `${waitingFor}, then expired` : waitingFor, lane.column);
-      }
-      if (typeof frame.event.timestamp === "number") lane.decision = { at: frame.event.timestamp, expired: Boolean(event.value?.expired) };
+      timeline.gap(scope.lane.pk, scope.lane.column, true);
       timeline.decision(scope, frame, event.value ?? {}).claim(frame.position);
       return;
     }

@@ -16,6 +16,7 @@ from runs.protocol import CURSOR_ERRORS
 from ..timeline.decision_items import DECISION_EVENT_NAME
 from ..timeline.read_side import Lane
 from . import provenance
+from .durations import TimesJson
 from .event_labels import EVENT_LABELS
 
 # After a cursor error (runs.protocol.CURSOR_ERRORS) the page starts over from nothing, at most this many times.
@@ -39,9 +40,12 @@ VERDICT_LABELS = {
 }
 
 
-def page_config(execution: Execution, lanes: list[Lane]) -> dict[str, Any]:
+def page_config(execution: Execution, lanes: list[Lane], times: TimesJson) -> dict[str, Any]:
     return {
         "execution": execution.pk,
+        # When each run worked and what each wait was for (durations.py); refetched from `timesUrl` on a status.
+        "times": times,
+        "timesUrl": reverse("runs:execution_times", args=[execution.pk]),
         "status": execution.status,
         "socket": f"/ws/executions/{execution.pk}/",
         "runs": [lane.summary() for lane in lanes],

@@ -16,7 +16,6 @@ from typing import Any, cast
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast, Coalesce, Greatest
-from django.utils import timezone
 
 from runs.models import (
     Checkpoint,
@@ -24,7 +23,6 @@ from runs.models import (
     Execution,
     ExecutionStatus,
     Run,
-    RunStatus,
     Thread,
     TimelineEvent,
 )
@@ -216,19 +214,14 @@ class Lane:
     """One harness run of an execution as the timeline shows it."""
 
     run: Run
-    duration: timedelta | None
     event_count: int
 
     def summary(self) -> RunSummary:
         return RunSummary(**run_summary(self.run), event_count=self.event_count)
 
-    @property
-    def duration_text(self) -> str:
-        return format_duration(self.duration)
-
 
 def format_duration(duration: timedelta | None) -> str:
-    """Short human form; timeline.js formats live durations the same way."""
+    """Short human form; dom.js `formatDuration` formats live durations the same way."""
     if duration is None:
         return ""
     seconds = duration.total_seconds()
@@ -241,24 +234,12 @@ def format_duration(duration: timedelta | None) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-def run_duration(run: Run, now: datetime | None = None) -> timedelta | None:
-    """Start to finish; a run still under way counts until now, one that ended without a finish time has none."""
-    if run.started_at is None:
-        return None
-    if run.finished_at is not None:
-        return run.finished_at - run.started_at
-    if run.status == RunStatus.RUNNING:
-        return (now or timezone.now()) - run.started_at
-    return None
-
-
 def lanes_of(execution: Execution) -> list[Lane]:
     runs = list(execution.runs.order_by("number"))
     counts = dict(
         TimelineEvent.objects.filter(execution=execution).values_list("run").annotate(count=Count("pk")).order_by()
     )
-    now = timezone.now()
-    return [Lane(run=run, duration=run_duration(run, now), event_count=counts.get(run.pk, 0)) for run in runs]
+    return [Lane(run=run, event_count=counts.get(run.pk, 0)) for run in runs]
 
 
 def executions_of(thread: Thread) -> QuerySet[Execution]:
