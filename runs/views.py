@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from runs.forms import TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, ThreadSearchForm
-from runs.models import Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
+from runs.models import ACTIVE_EXECUTION_STATUSES, Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
 from runs.services.lifecycle import can_decide, cancellation, executions, starts
 from runs.services.reports import durations, failures, provenance, timeline_page
 from runs.services.store import access, checkpoints, queueing
@@ -29,6 +29,7 @@ CHECKPOINTS_PER_PAGE = 20
 EXECUTIONS_PER_PAGE = 25
 RUN_EVENTS_PER_PAGE = 200
 LIMITS = {"input": MAX_INPUT_CHARS, "title": TITLE_CHARS}
+BUSY_MESSAGE = "This thread already has an active execution; wait for it or cancel it first."
 """Shown as `maxlength` on the forms; the forms enforce them."""
 
 
@@ -84,6 +85,13 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
     thread = get_visible_or_404(
         Thread.objects.select_related("profile", "selected_checkpoint", "forked_from__thread"), request.user, pk=pk
     )
+    return _thread_page(request, thread)
+
+
+def _thread_page(
+    request: HttpRequest, thread: Thread, form: NewExecutionForm | None = None, status: int = 200
+) -> HttpResponse:
+    """The thread's page; with a refused new-execution form, that form as typed with its errors beside it."""
     checkpoints = Paginator(read_side.checkpoints_of(thread), CHECKPOINTS_PER_PAGE).get_page(
         request.GET.get("checkpoints")
     )
@@ -104,7 +112,11 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "forks": read_side.forks_of(thread),
             "limits": LIMITS,
             "may_start": access.can(request.user, Action.START, thread),
+            # A thread runs one execution at a time: while one is active, a new one is refused, and the form says so.
+            "busy": thread.executions.filter(status__in=ACTIVE_EXECUTION_STATUSES).order_by("-number").first(),
+            "new_execution": form,
         },
+        status=status,
     )
 
 
@@ -119,21 +131,21 @@ def _require(request: HttpRequest, action: Action, obj: Thread | Checkpoint | Ex
 def start_execution(request: HttpRequest, pk: int) -> HttpResponse:
     thread = get_visible_or_404(Thread.objects.all(), request.user, pk=pk)
     _require(request, Action.START, thread)
-    back = redirect("runs:thread", pk=thread.pk)
     form = NewExecutionForm(request.POST)
+    # Refused, the thread's page comes back with the text as typed and the reason beside the field.
     if not form.is_valid():
-        return _refused(request, form, "No execution was started.")
+        return _thread_page(request, thread, form, status=400)
     with queueing.reporting() as dispatch:
         try:
             started = starts.new_execution(
                 form.cleaned_data["submission_key"], request.user, thread=thread, input=form.cleaned_data["input"]
             )
         except starts.StartRefused as refused:
-            messages.error(request, refused.message)
-            return back
+            form.add_error(None, refused.message)
+            return _thread_page(request, thread, form, status=400)
         except executions.ExecutionBusy:
-            messages.error(request, "This thread already has an active execution; wait for it or cancel it first.")
-            return back
+            form.add_error("input", BUSY_MESSAGE)
+            return _thread_page(request, thread, form, status=409)
     return _started(request, started, dispatch)
 
 
@@ -189,8 +201,11 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
         pk=pk,
     )
     lanes = read_side.lanes_of(execution)
-    failed_run = next((lane.run for lane in reversed(lanes) if lane.run.failure_code), None)
-    times = durations.execution_times(execution, [lane.run for lane in lanes])
+    runs = [lane.run for lane in lanes]
+    recovery = failures.recovered_by(execution, runs)
+    # A failure the execution recovered from is named once, as its recovery; only a final one is shown in full.
+    failed_run = None if recovery else next((run for run in reversed(runs) if run.failure_code), None)
+    times = durations.execution_times(execution, runs)
     now = timezone.now()
     active = durations.active_texts(times, now)
     return render(
@@ -201,7 +216,8 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "thread": execution.thread,
             "lanes": lanes,
             "lane_heads": [(lane, active.get(lane.run.pk, "")) for lane in lanes],
-            "totals": durations.totals(times, [lane.run for lane in lanes], now),
+            "totals": durations.totals(times, runs, now),
+            "recovery": recovery,
             "timeline_config": timeline_page.page_config(execution, lanes, times.as_json(now)),
             "failed_run": failed_run,
             # The first execution of a fork says where its history comes from.

@@ -3,6 +3,7 @@
 
 import { el, formatDuration, plural, pretty, setStatus } from "./dom.js";
 import { GroupItem, Item, failureFacts, usageText } from "./items.js";
+import { clamp } from "./reading.js";
 
 export const HANDLERS = {
   RUN_STARTED(timeline, scope, frame, event) {
@@ -42,7 +43,8 @@ export const HANDLERS = {
   REASONING_ENCRYPTED_VALUE(timeline, scope, frame, event) {
     const item = timeline.reasoning(scope, frame, event.entityId);
     // The provider's opaque reasoning signature: kept for the next request, nothing a person can read.
-    item.extra.textContent = "signed by the provider (not readable)";
+    item.extra.textContent = "signed";
+    item.extra.title = "Signed by the provider: kept for the next request, not readable";
     item.claim(frame.position);
   },
 
@@ -145,7 +147,8 @@ export const HANDLERS = {
     if (typeof event.name === "string" && event.name.startsWith("a13n.input.")) {
       const input = event.value?.event ?? {};
       const item = scope.add(new Item(timeline, "input", frame, `input · ${input.source ?? event.name.slice(11)}`));
-      item.body.append(el("div", "message-text", typeof input.content === "string" ? input.content : pretty(input)));
+      const text = item.body.appendChild(el("div", "message-text", typeof input.content === "string" ? input.content : pretty(input)));
+      clamp(text);
       item.claim(frame.position);
       return;
     }

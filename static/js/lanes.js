@@ -38,7 +38,10 @@ export class Scope {
     if (!request?.item || typeof timestamp !== "number") return;
     const first = formatDuration((request.firstAt - request.startedAt) / 1000);
     const whole = formatDuration((timestamp - request.startedAt) / 1000);
-    request.item.latency.textContent = `model: first part after ${first}, response in ${whole}`;
+    const full = `model: first part after ${first}, response in ${whole}`;
+    // A reasoning card is compact: its response time alone, the rest on hover.
+    request.item.latency.textContent = request.item.kind === "reasoning" ? whole : full;
+    request.item.latency.title = full;
   }
 
   // Tool calls of this scope still without a result when the run ended: cut short, never to return.
@@ -91,6 +94,7 @@ export class Lane {
       this.head.append(document.getElementById("lane-head-template").content.cloneNode(true));
       timeline.heads.append(this.head);
     }
+    this.head.dataset.col = this.column;
     this.resetScopes();
     this.update(summary);
   }
@@ -111,6 +115,7 @@ export class Lane {
     const run = this.head.querySelector(".lane-run");
     run.textContent = runId || "run not started";
     run.href = this.timeline.runUrl(this.pk);
+    this.head.querySelector(".copy").dataset.copy = runId;
     if (number !== "") this.head.querySelector(".lane-number").textContent = `run ${number}`;
     const reasonElement = this.head.querySelector(".lane-reason");
     reasonElement.textContent = reason;

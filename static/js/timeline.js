@@ -54,6 +54,9 @@ export class Timeline {
     this.running = new Set(); // tool cards whose call is under way
     const toggle = document.getElementById("compare-toggle");
     this.comparison = toggle ? new LaneComparison(this, toggle, document.getElementById("compare")) : null;
+    // Harness bookkeeping (lifecycle, checkpoints) is behind one toggle: hidden until asked for.
+    this.internalToggle = document.getElementById("internal-toggle");
+    this.internalToggle?.addEventListener("click", () => this.showInternal(!root.classList.contains("show-internal")));
     const axis = document.getElementById("time-axis");
     this.axis = axis ? new TimeAxis(this, axis) : null;
     this.fragments = new FragmentAssembler();
@@ -94,6 +97,7 @@ export class Timeline {
       this.lanes.set(summary.pk, lane);
       this.root.style.setProperty("--lanes", this.lanes.size);
       this.comparison?.lanesChanged();
+      this.renderSwitcher();
       document.getElementById("timeline-empty").hidden = true;
     }
     return lane;
@@ -111,6 +115,7 @@ export class Timeline {
   gap(run, column, approval) {
     const gap = { element: el("div", "time-gap"), run, approval };
     gap.element.dataset.column = column;
+    // A pause belongs to every lane: it is never hidden with one.
     gap.element.append(el("span", "gap-label"));
     this.root.append(gap.element);
     this.gaps.push(gap);
@@ -189,8 +194,37 @@ export class Timeline {
     element.textContent = parts.join(" · ");
   }
 
+  // On a narrow screen one lane is shown at a time: a switcher names every run, the latest one first chosen.
+  renderSwitcher() {
+    const switcher = document.getElementById("lane-switcher");
+    if (!switcher) return;
+    const lanes = Array.from(this.lanes.values());
+    switcher.hidden = lanes.length < 2;
+    if (this.shownLane === undefined || this.shownLane === lanes.length - 1) this.shownLane = lanes.length;
+    switcher.replaceChildren(
+      ...lanes.map((lane) => {
+        const button = el("button", "lane-choice", `run ${lane.summary.number || lane.column}${lane.summary.reason ? ` · ${lane.summary.reason}` : ""}`);
+        button.type = "button";
+        button.setAttribute("aria-pressed", String(lane.column === this.shownLane));
+        button.addEventListener("click", () => this.showLane(lane.column));
+        return button;
+      }),
+    );
+    this.showLane(this.shownLane);
+  }
+
+  showLane(column) {
+    this.shownLane = column;
+    this.root.dataset.lane = column;
+    for (const [index, button] of Array.from(document.querySelectorAll("#lane-switcher .lane-choice")).entries()) {
+      button.setAttribute("aria-pressed", String(index + 1 === column));
+    }
+    // timeline.css shows only this lane on a narrow screen (the page's CSP allows no inline style rules).
+  }
+
   // Items stack in event order (block flow, cheap to lay out at any length); --col shifts each into its lane.
   place(element, column) {
+    element.dataset.col = column;
     element.style.setProperty("--col", column - 1);
     this.root.append(element);
   }
@@ -380,7 +414,9 @@ export class Timeline {
       const after = el("td", "diff-after");
       if (edit.change !== "added") before.append(el("del", "json", JSON.stringify(edit.before)));
       if (edit.change !== "removed") after.append(el("ins", "json", JSON.stringify(edit.after)));
-      row.append(el("th", "mono", edit.path), before, el("td", "diff-arrow", "→"), after);
+      const key = el("th", "mono", edit.path);
+      key.title = edit.path;
+      row.append(key, before, el("td", "diff-arrow", "→"), after);
       table.append(row);
     }
     return table;
@@ -440,6 +476,13 @@ export class Timeline {
       default:
         break;
     }
+  }
+
+  showInternal(shown) {
+    this.root.classList.toggle("show-internal", shown);
+    if (!this.internalToggle) return;
+    this.internalToggle.setAttribute("aria-pressed", String(shown));
+    this.internalToggle.textContent = shown ? "Hide harness events" : "Show harness events";
   }
 
   // Read by the browser tests: what the feed received and where a reconnect resumes.
@@ -525,6 +568,7 @@ export class Timeline {
     if (this.wanted === null) return;
     const item = this.byPosition.get(this.wanted);
     if (!item) return;
+    if (item.kind === "group") this.showInternal(true);
     const target = item.reveal(this.wanted) ?? item.element;
     for (const old of this.root.querySelectorAll(".highlight")) old.classList.remove("highlight");
     target.classList.add("highlight");

@@ -128,6 +128,9 @@ SURFACES: dict[str, Surface | None] = {
         "post", lambda w: reverse("runs:fork_checkpoint", args=[w.suspended.checkpoint_id]), OPERATE
     ),
     "runs:execution": Surface("get", lambda w: reverse("runs:execution", args=[w.suspended.execution.pk]), _each(200)),
+    "runs:execution_times": Surface(
+        "get", lambda w: reverse("runs:execution_times", args=[w.suspended.execution.pk]), _each(200)
+    ),
     # Cancelling a waiting execution is an approver's decision.
     "runs:cancel_execution": Surface(
         "post",

@@ -165,13 +165,29 @@ def _latest_execution_annotations() -> dict[str, Subquery[Any]]:
     }
 
 
+def _last_event_of_latest_execution() -> QuerySet[TimelineEvent, Any]:
+    # The newest execution holds the thread's last event (one runs at a time); its position index finds it.
+    return (
+        TimelineEvent.objects.filter(execution_id=OuterRef("latest_execution_pk"))
+        .order_by("-position")
+        .values("occurred_at")[:1]
+    )
+
+
 def threads_overview(*, search: str = "", status: str = "") -> QuerySet[Thread]:
     """Threads, newest activity first, with their latest execution's status; filtered by text and status."""
     threads = (
         Thread.objects.select_related("profile")
         .annotate(**_latest_execution_annotations(), execution_count=Count("executions", distinct=True))
-        # A new execution does not touch the thread row, so activity is the later of the two.
-        .annotate(activity_at=Greatest("updated_at", Coalesce("latest_activity", "updated_at")))
+        .annotate(last_event_at=Subquery(_last_event_of_latest_execution()))
+        # Activity is the thread's last event; before any, its newest execution or its own last change.
+        .annotate(
+            activity_at=Greatest(
+                "updated_at",
+                Coalesce("last_event_at", "latest_activity", "updated_at"),
+                Coalesce("latest_activity", "updated_at"),
+            )
+        )
         .order_by("-activity_at", "-pk")
     )
     if search:
@@ -235,7 +251,7 @@ def format_duration(duration: timedelta | None) -> str:
 
 
 def lanes_of(execution: Execution) -> list[Lane]:
-    runs = list(execution.runs.order_by("number"))
+    runs = list(execution.runs.select_related("start_checkpoint").order_by("number"))
     counts = dict(
         TimelineEvent.objects.filter(execution=execution).values_list("run").annotate(count=Count("pk")).order_by()
     )
