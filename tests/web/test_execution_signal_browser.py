@@ -9,11 +9,7 @@ import re
 from ag_ui.core import (
     CustomEvent,
     RunErrorEvent,
-    RunFinishedEvent,
     RunStartedEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
 )
 from playwright.sync_api import expect
 
@@ -42,16 +38,7 @@ def recovered_execution():
         ],
     )
     second = factories.make_run(execution, reason="recovery", previous_run=first, status="completed")
-    factories.append_events(
-        second,
-        [
-            RunStartedEvent(thread_id=thread_id, run_id=second.run_id),
-            TextMessageStartEvent(message_id="t", role="assistant"),
-            TextMessageContentEvent(message_id="t", delta="All records checked."),
-            TextMessageEndEvent(message_id="t"),
-            RunFinishedEvent(thread_id=thread_id, run_id=second.run_id, outcome={"type": "success"}),
-        ],
-    )
+    factories.append_events(second, factories.text_run_events(second, ["All records checked."]))
     return execution, first, second
 
 
