@@ -18,6 +18,7 @@ urlpatterns = [
     path("executions/bulk/<pk:pk>/", bulk_views.bulk_operation, name="bulk_operation"),
     path("executions/views/<pk:pk>/delete/", views.delete_view, name="delete_view"),
     path("executions/<pk:pk>/", views.execution_detail, name="execution"),
+    path("executions/<pk:pk>/times/", views.execution_times, name="execution_times"),
     path("executions/<pk:pk>/cancel/", views.cancel_execution, name="cancel_execution"),
     path("executions/<pk:pk>/bundle/", views.export_bundle, name="export_bundle"),
     path("executions/<pk:execution_pk>/events/<pk:position>/", views.event_detail, name="event"),

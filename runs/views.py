@@ -22,6 +22,7 @@ from django.http import (
 )
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from runs.forms import (
@@ -35,6 +36,7 @@ from runs.forms import (
     UsageForm,
 )
 from runs.models import (
+    ACTIVE_EXECUTION_STATUSES,
     BulkAction,
     BundleMode,
     Checkpoint,
@@ -48,6 +50,7 @@ from runs.models import (
 from runs.services.lifecycle import bundle_export, can_decide, cancellation, executions, open_requests, starts
 from runs.services.reports import (
     costs,
+    durations,
     execution_page,
     failures,
     provenance,
@@ -68,6 +71,7 @@ EXECUTIONS_PER_PAGE = 25
 EXECUTION_LIST_PAGE = 50
 RUN_EVENTS_PER_PAGE = 200
 LIMITS = {"input": MAX_INPUT_CHARS, "title": TITLE_CHARS}
+BUSY_MESSAGE = "This thread already has an active execution; wait for it or cancel it first."
 """Shown as `maxlength` on the forms; the forms enforce them."""
 
 
@@ -197,6 +201,13 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
         request.user,
         pk=pk,
     )
+    return _thread_page(request, thread)
+
+
+def _thread_page(
+    request: HttpRequest, thread: Thread, form: NewExecutionForm | None = None, status: int = 200
+) -> HttpResponse:
+    """The thread's page; with a refused new-execution form, that form as typed with its errors beside it."""
     checkpoints = Paginator(read_side.checkpoints_of(thread), CHECKPOINTS_PER_PAGE).get_page(
         request.GET.get("checkpoints")
     )
@@ -219,7 +230,11 @@ def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "limits": LIMITS,
             # An imported copy is read, never continued.
             "may_start": thread.imported_by_id is None and access.can(request.user, Action.START, thread),
+            # A thread runs one execution at a time: while one is active, a new one is refused, and the form says so.
+            "busy": thread.executions.filter(status__in=ACTIVE_EXECUTION_STATUSES).order_by("-number").first(),
+            "new_execution": form,
         },
+        status=status,
     )
 
 
@@ -234,21 +249,21 @@ def _require(request: HttpRequest, action: Action, obj: Thread | Checkpoint | Ex
 def start_execution(request: HttpRequest, pk: int) -> HttpResponse:
     thread = get_visible_or_404(Thread.objects.all(), request.user, pk=pk)
     _require(request, Action.START, thread)
-    back = redirect("runs:thread", pk=thread.pk)
     form = NewExecutionForm(request.POST)
+    # Refused, the thread's page comes back with the text as typed and the reason beside the field.
     if not form.is_valid():
-        return _refused(request, form, "No execution was started.")
+        return _thread_page(request, thread, form, status=400)
     with queueing.reporting() as dispatch:
         try:
             started = starts.new_execution(
                 form.cleaned_data["submission_key"], request.user, thread=thread, input=form.cleaned_data["input"]
             )
         except starts.StartRefused as refused:
-            messages.error(request, refused.message)
-            return back
+            form.add_error(None, refused.message)
+            return _thread_page(request, thread, form, status=400)
         except executions.ExecutionBusy:
-            messages.error(request, "This thread already has an active execution; wait for it or cancel it first.")
-            return back
+            form.add_error("input", BUSY_MESSAGE)
+            return _thread_page(request, thread, form, status=409)
     return _started(request, started, dispatch)
 
 
@@ -308,7 +323,13 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
         pk=pk,
     )
     lanes = read_side.lanes_of(execution)
-    failed_run = next((lane.run for lane in reversed(lanes) if lane.run.failure_code), None)
+    runs = [lane.run for lane in lanes]
+    recovery = failures.recovered_by(execution, runs)
+    # A failure the execution recovered from is named once, as its recovery; only a final one is shown in full.
+    failed_run = None if recovery else next((run for run in reversed(runs) if run.failure_code), None)
+    times = durations.execution_times(execution, runs)
+    now = timezone.now()
+    active = durations.active_texts(times, now)
     return render(
         request,
         "runs/execution.html",
@@ -316,7 +337,10 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "execution": execution,
             "thread": execution.thread,
             "lanes": lanes,
-            "timeline_config": timeline_page.page_config(execution, lanes),
+            "lane_heads": [(lane, active.get(lane.run.pk, "")) for lane in lanes],
+            "totals": durations.totals(times, runs, now),
+            "recovery": recovery,
+            "timeline_config": timeline_page.page_config(execution, lanes, times.as_json(now)),
             "failed_run": failed_run,
             # The first execution of a fork says where its history comes from.
             "origin": provenance.fork_origin(execution.thread) if execution.number == 1 else None,
@@ -340,6 +364,13 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             .first(),
         },
     )
+
+
+@login_required
+def execution_times(request: HttpRequest, pk: int) -> JsonResponse:
+    """The execution's duration model, which the page fetches again whenever a run starts or ends."""
+    execution = get_visible_or_404(Execution.objects.all(), request.user, pk=pk)
+    return JsonResponse(durations.execution_times(execution).as_json(timezone.now()))
 
 
 @login_required
@@ -395,7 +426,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "run": run,
             "execution": run.execution,
             "thread": run.execution.thread,
-            "duration": read_side.format_duration(read_side.run_duration(run)),
+            "duration": durations.run_active_text(run),
             "events": events,
             "checkpoints": read_side.checkpoints_of(run),
             "deferred_requests": read_side.deferred_requests_of(run),

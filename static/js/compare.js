@@ -10,6 +10,14 @@ const SKIPPED = new Set(["group", "decision"]);
 const SHOWN_CHARS = 160;
 
 
+// An element's text with its parts kept apart ("result · Here", not "resultHere").
+export function readable(element) {
+  const parts = element.children.length
+    ? Array.from(element.children, readable)
+    : [element.textContent.trim()];
+  return parts.filter(Boolean).join(" · ");
+}
+
 // What an item did, as the parts a comparison looks at.
 export function describe(item) {
   const label = item.label.textContent;
@@ -30,7 +38,7 @@ export function describe(item) {
     case "error":
       return { kind: "error", head: label, text: item.body.querySelector(".error-message")?.textContent ?? "" };
     default:
-      return { kind: item.kind, head: label, text: item.body.textContent };
+      return { kind: item.kind, head: label, text: readable(item.body) };
   }
 }
 
@@ -111,17 +119,40 @@ export class LaneComparison {
     if (!this.section.hidden) this.render();
   }
 
+  // The items of a lane that a comparison looks at, each with the last position it holds.
+  steps(lane) {
+    return (lane?.items ?? []).filter((item) => !SKIPPED.has(item.kind));
+  }
+
+  // How many of `earlier`'s steps `later` took over (it went on from a checkpoint of that run), else 0.
+  takenOver(earlier, later) {
+    const takeover = this.timeline.config.takeovers?.[later?.pk];
+    if (!earlier || !takeover || takeover.fromRun !== earlier.pk) return 0;
+    return this.steps(earlier).filter((item) => Math.max(...item.positions) <= takeover.afterPosition).length;
+  }
+
   render() {
     const lane = (select) => this.timeline.lanes.get(Number(select.value));
-    const left = (lane(this.left)?.items ?? []).filter((item) => !SKIPPED.has(item.kind)).map(describe);
-    const right = (lane(this.right)?.items ?? []).filter((item) => !SKIPPED.has(item.kind)).map(describe);
+    const leftLane = lane(this.left);
+    const rightLane = lane(this.right);
+    // A run that went on from the other's checkpoint starts beside the step after the prefix it took over.
+    const leftShift = this.takenOver(rightLane, leftLane);
+    const rightShift = this.takenOver(leftLane, rightLane);
+    const pad = (count) => Array.from({ length: count }, () => undefined);
+    // After a takeover the later run's "run started" is no step of the work.
+    const after = (steps, shift) => (shift && steps[0]?.kind === "marker" ? steps.slice(1) : steps);
+    const left = [...pad(leftShift), ...after(this.steps(leftLane), leftShift).map(describe)];
+    const right = [...pad(rightShift), ...after(this.steps(rightLane), rightShift).map(describe)];
+    const shift = Math.max(leftShift, rightShift);
     const rows = [];
     let first = null;
     for (let index = 0; index < Math.max(left.length, right.length); index += 1) {
-      const why = difference(left[index], right[index]);
-      const row = el("tr", why ? "differs" : "same");
+      const prefix = index < shift;
+      const why = prefix ? null : difference(left[index], right[index]);
+      const row = el("tr", prefix ? "taken-over" : why ? "differs" : "same");
       row.append(el("td", "compare-index", index + 1), el("td", "compare-left", summary(left[index])), el("td", "compare-right", summary(right[index])));
-      const note = el("td", "compare-note", why ?? "same");
+      const taker = leftShift ? leftLane : rightLane;
+      const note = el("td", "compare-note", prefix ? `taken over by run ${taker.summary.number}` : (why ?? "same"));
       if (why && first === null) {
         first = index;
         row.classList.add("first-divergence");
@@ -131,7 +162,9 @@ export class LaneComparison {
       rows.push(row);
     }
     this.table.replaceChildren(...rows);
+    const compared = rows.length - shift;
+    const aligned = shift ? ` after the ${plural(shift, "step")} taken over` : "";
     this.verdict.textContent =
-      first === null ? `The runs do the same ${plural(rows.length, "step")}.` : `The runs diverge at step ${first + 1}.`;
+      first === null ? `The runs do the same ${plural(compared, "step")}${aligned}.` : `The runs diverge at step ${first + 1}${aligned}.`;
   }
 }

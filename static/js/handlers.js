@@ -3,6 +3,7 @@
 
 import { el, formatDuration, plural, pretty, setStatus } from "./dom.js";
 import { GroupItem, Item, failureFacts, usageText } from "./items.js";
+import { clamp } from "./reading.js";
 
 export const HANDLERS = {
   RUN_STARTED(timeline, scope, frame, event) {
@@ -42,7 +43,8 @@ export const HANDLERS = {
   REASONING_ENCRYPTED_VALUE(timeline, scope, frame, event) {
     const item = timeline.reasoning(scope, frame, event.entityId);
     // The provider's opaque reasoning signature: kept for the next request, nothing a person can read.
-    item.extra.textContent = "signed by the provider (not readable)";
+    item.extra.textContent = "signed";
+    item.extra.title = "Signed by the provider: kept for the next request, not readable";
     item.claim(frame.position);
   },
 
@@ -80,7 +82,6 @@ export const HANDLERS = {
   RUN_FINISHED(timeline, scope, frame, event) {
     const outcome = event.outcome?.type ?? "success";
     scope.stopTools();
-    if (!scope.item) scope.lane.ended(frame.event.timestamp);
     let item;
     if (outcome === "interrupt") {
       const interrupts = event.outcome.interrupts ?? [];
@@ -100,7 +101,6 @@ export const HANDLERS = {
   },
   RUN_ERROR(timeline, scope, frame, event) {
     scope.stopTools();
-    if (!scope.item) scope.lane.ended(frame.event.timestamp);
     const item = scope.add(new Item(timeline, "error", frame, "run failed"));
     scope.interruptOpenTools("the run failed before it returned");
     if (event.code) item.extra.textContent = event.code;
@@ -140,20 +140,15 @@ export const HANDLERS = {
       if (type === "model_request_completed" || type === "model_request_failed") scope.modelRequestEnded(frame.event.timestamp);
     }
     if (event.name === timeline.config.constants.decisionEventName) {
-      const lane = scope.lane;
-      if (lane.previousTimestamp !== null && typeof frame.event.timestamp === "number") {
-        const waited = frame.event.timestamp - lane.previousTimestamp;
-        const waitingFor = lane.waitingFor ?? "waiting for approval";
-        timeline.gap(waited, event.value?.expired ? `${waitingFor}, then expired` : waitingFor, lane.column);
-      }
-      if (typeof frame.event.timestamp === "number") lane.decision = { at: frame.event.timestamp, expired: Boolean(event.value?.expired) };
+      timeline.gap(scope.lane.pk, scope.lane.column, true);
       timeline.decision(scope, frame, event.value ?? {}).claim(frame.position);
       return;
     }
     if (typeof event.name === "string" && event.name.startsWith("a13n.input.")) {
       const input = event.value?.event ?? {};
       const item = scope.add(new Item(timeline, "input", frame, `input · ${input.source ?? event.name.slice(11)}`));
-      item.body.append(el("div", "message-text", typeof input.content === "string" ? input.content : pretty(input)));
+      const text = item.body.appendChild(el("div", "message-text", typeof input.content === "string" ? input.content : pretty(input)));
+      clamp(text);
       item.claim(frame.position);
       return;
     }

@@ -38,7 +38,10 @@ export class Scope {
     if (!request?.item || typeof timestamp !== "number") return;
     const first = formatDuration((request.firstAt - request.startedAt) / 1000);
     const whole = formatDuration((timestamp - request.startedAt) / 1000);
-    request.item.latency.textContent = `model: first part after ${first}, response in ${whole}`;
+    const full = `model: first part after ${first}, response in ${whole}`;
+    // A reasoning card is compact: its response time alone, the rest on hover.
+    request.item.latency.textContent = request.item.kind === "reasoning" ? whole : full;
+    request.item.latency.title = full;
   }
 
   // Tool calls of this scope still without a result when the run ended: cut short, never to return.
@@ -58,7 +61,7 @@ export class Scope {
     if (this.container) {
       this.container.append(item.element);
     } else {
-      this.lane.opening(item);
+      this.lane.opening();
       this.lane.items.push(item);
       this.timeline.place(item.element, this.lane.column);
     }
@@ -91,6 +94,7 @@ export class Lane {
       this.head.append(document.getElementById("lane-head-template").content.cloneNode(true));
       timeline.heads.append(this.head);
     }
+    this.head.dataset.col = this.column;
     this.resetScopes();
     this.update(summary);
   }
@@ -100,34 +104,7 @@ export class Lane {
     this.items = []; // the run's own top-level items, in order (what a comparison lines up)
     this.count = 0;
     this.firstPosition = null;
-    this.firstTimestamp = null;
-    this.lastTimestamp = null;
-    this.previousTimestamp = null;
-    this.endedAt = null; // the run's own terminal event
-    this.lastAlive = null; // the last event before it (a dead run's lane is closed long after it died)
-    this.decision = null; // {at, expired} of the decision on its requests
     this.waitingFor = null; // what its suspension waits for, as the interrupt item says it
-  }
-
-  ended(timestamp) {
-    if (typeof timestamp !== "number") return;
-    this.endedAt = timestamp;
-    this.lastAlive = this.previousTimestamp;
-  }
-
-  // When the run ran, ms since the epoch (start null before it started); a run under way ends `now`, and a run
-  // whose worker died ends at its last event: the time until its lease expired is a wait, not work.
-  span(now) {
-    const started = Date.parse(this.summary.started_at);
-    const start = this.firstTimestamp ?? (Number.isNaN(started) ? null : started);
-    const finished = Date.parse(this.summary.finished_at);
-    const { status } = this.summary;
-    let end;
-    if (status === "abandoned") end = this.lastAlive ?? this.lastTimestamp ?? finished;
-    else if (this.endedAt !== null) end = this.endedAt;
-    else if (status === "running") end = now;
-    else end = Number.isNaN(finished) ? this.lastTimestamp : finished;
-    return { start, end: Number.isNaN(end) || end === null ? start : Math.max(start, end) };
   }
 
   update(summary) {
@@ -138,6 +115,7 @@ export class Lane {
     const run = this.head.querySelector(".lane-run");
     run.textContent = runId || "run not started";
     run.href = this.timeline.runUrl(this.pk);
+    this.head.querySelector(".copy").dataset.copy = runId;
     if (number !== "") this.head.querySelector(".lane-number").textContent = `run ${number}`;
     const reasonElement = this.head.querySelector(".lane-reason");
     reasonElement.textContent = reason;
@@ -146,7 +124,6 @@ export class Lane {
     if (status !== "running") for (const scope of this.scopes.values()) scope.stopTools();
     this.renderDuration();
     this.renderTokens();
-    this.timeline.renderTotals();
   }
 
   renderTokens() {
@@ -155,45 +132,25 @@ export class Lane {
     this.head.querySelector(".lane-tokens").textContent = `${tokens.input} in · ${tokens.output} out tokens`;
   }
 
-  // The lane's first item: the gap since the lane before it ended is drawn above it, with its cause.
-  opening(item) {
+  // The lane's first item: the pause since the lane before it (lease expired, recovery, the resuming run) is
+  // drawn above it; a wait for answers is drawn at its decision instead.
+  opening() {
     if (this.placed) return;
     this.placed = true;
     const before = Array.from(this.timeline.lanes.values()).find((lane) => lane.column === this.column - 1);
-    const start = item.timestamp;
-    if (!before) return;
-    // A dead run's lane is closed long after its last sign of life: the pause counts from that.
-    const dead = before.summary.status === "abandoned";
-    const end = dead ? (before.lastAlive ?? before.lastTimestamp) : before.lastTimestamp;
-    if (end === null || typeof start !== "number") return;
-    const { reason } = this.summary;
-    let cause = "before the next run";
-    if (reason === "resume") cause = "from the answer to the resuming run";
-    if (reason === "recovery") cause = dead ? "lease expired, then recovery" : "until recovery";
-    this.timeline.gap(start - end, cause, this.column);
+    if (before) this.timeline.gap(before.pk, this.column, false);
   }
 
   saw(frame) {
     this.count += 1;
     this.firstPosition ??= frame.position;
-    this.previousTimestamp = this.lastTimestamp;
     this.timeline.origin ??= typeof frame.event.timestamp === "number" ? frame.event.timestamp : null;
-    const timestamp = frame.event.timestamp;
-    if (typeof timestamp === "number") {
-      if (this.firstTimestamp === null) this.firstTimestamp = timestamp;
-      this.lastTimestamp = timestamp;
-    }
   }
 
-  renderDuration() {
-    const { started_at: startedAt, finished_at: finishedAt, status } = this.summary;
-    const start = startedAt ? Date.parse(startedAt) : this.firstTimestamp;
-    if (start === null || Number.isNaN(start)) return;
-    let end = finishedAt ? Date.parse(finishedAt) : null;
-    if (end === null && status === "running") end = Date.now();
-    if (end === null) end = this.lastTimestamp;
-    if (end === null) return;
-    this.head.querySelector(".lane-duration").textContent = formatDuration(Math.max(0, end - start) / 1000);
+  // The run's active time, from the execution's duration model.
+  renderDuration(now) {
+    const ms = this.timeline.durations.active(this.pk, now);
+    this.head.querySelector(".lane-duration").textContent = ms === null ? "" : formatDuration(ms / 1000);
   }
 
   renderCount() {

@@ -1,7 +1,7 @@
 // The time axis above the lanes: every run of the execution as a bar from its start to its end on one shared
-// scale, in the execution's time (from its first event, as the cards' "+12.3 s"), with a ruler; every wait
+// scale, in the execution's time (from the first run's start, as the cards' "+12.3 s"), with a ruler; every wait
 // between runs as a bar of its own, labelled with its length and cause (waiting for approval, lease expired,
-// recovery). A wait far longer than the runs is drawn shorter, marked "not to scale", and keeps its true length.
+// recovery). Spans and waits are the server's duration model (durations.js). A wait far longer than the runs is drawn shorter, marked "not to scale", and keeps its true length.
 // It depends only on the lanes' summaries and a few timestamps, and is redrawn only when what it shows
 // changed, so a 20,000-event replay costs it nothing.
 
@@ -17,7 +17,7 @@ export class TimeAxis {
     this.element = element;
     this.constants = timeline.config.constants.axis;
     const ruler = el("div", "axis-row axis-ruler");
-    ruler.append(el("span", "axis-label sub", "time since the first event"));
+    ruler.append(el("span", "axis-label sub", "time since the first run started"));
     this.ruler = ruler.appendChild(el("div", "axis-track"));
     this.rows = el("div", "axis-rows");
     element.append(ruler, this.rows);
@@ -30,69 +30,16 @@ export class TimeAxis {
     }).observe(this.ruler);
   }
 
-  // The runs that started, in order, as spans of ms since the epoch; `now` ends what is still under way.
-  runs(now) {
-    const lanes = Array.from(this.timeline.lanes.values()).sort((a, b) => a.column - b.column);
-    return lanes.map((lane) => ({ lane, ...lane.span(now) })).filter((run) => run.start !== null);
-  }
-
-  // What the time between a run and the next one (or, with none yet, now) was spent on.
-  waits(run, next, now) {
-    const lane = run.lane;
-    const from = run.end;
-    const to = next ? next.start : now;
-    const reason = next?.lane.summary.reason;
-    const decision = lane.decision;
-    if (reason === "resume" || (!next && lane.summary.status === "suspended")) {
-      const waiting = lane.waitingFor ?? "waiting for approval";
-      if (decision && decision.at >= from && decision.at <= to) {
-        const waited = decision.expired ? `${waiting}, then expired` : waiting;
-        return [
-          { from, to: decision.at, cause: waited, kind: "approval" },
-          { from: decision.at, to, cause: "from the answer to the resuming run", kind: "resume" },
-        ];
-      }
-      return [{ from, to, cause: next ? "before the resuming run" : waiting, kind: next ? "resume" : "approval" }];
-    }
-    if (lane.summary.status === "abandoned") {
-      const abandoned = Date.parse(lane.summary.finished_at);
-      if (abandoned >= from && abandoned <= to) {
-        return [
-          { from, to: abandoned, cause: "lease expired", kind: "lease" },
-          { from: abandoned, to, cause: "recovery", kind: "recovery" },
-        ];
-      }
-      return [{ from, to, cause: "lease expired, then recovery", kind: "recovery" }];
-    }
-    if (reason === "recovery") return [{ from, to, cause: "recovery", kind: "recovery" }];
-    return [{ from, to, cause: "before the next run", kind: "other" }];
-  }
-
-  // Runs and waits in time order; a wait after the last run only while the execution still goes on.
+  // Runs and waits in time order, from the execution's duration model; each run with its lane.
   entries(now) {
-    const runs = this.runs(now);
-    const active = this.timeline.config.constants.activeStatuses.includes(this.timeline.executionStatus);
-    const entries = [];
-    runs.forEach((run, index) => {
-      const next = runs[index + 1] ?? null;
-      entries.push({ ...run, kind: "run" });
-      if (next || (active && run.lane.summary.status !== "running")) {
-        for (const wait of this.waits(run, next, now)) entries.push({ ...wait, wait: true, open: !next });
-      }
-    });
-    // Clocks of different workers may disagree by a little: time on the axis never runs backwards.
-    let last = -Infinity;
-    for (const entry of entries) {
-      entry.from = Math.max(entry.from ?? entry.start, last);
-      entry.to = Math.max(entry.to ?? entry.end, entry.from);
-      last = entry.to;
-    }
-    return entries;
+    const entries = this.timeline.durations.entries(now);
+    for (const entry of entries) if (!entry.wait) entry.lane = this.timeline.lanes.get(entry.run);
+    return entries.filter((entry) => entry.wait || entry.lane);
   }
 
   render() {
     // Whole seconds: a running run or an open wait grows once a second, not on every drawing batch.
-    const now = Math.floor(Date.now() / 1000) * 1000;
+    const now = Math.floor(this.timeline.durations.now() / 1000) * 1000;
     const entries = this.entries(now);
     this.element.hidden = entries.length === 0;
     if (entries.length === 0 || this.width === 0) return;
@@ -102,7 +49,7 @@ export class TimeAxis {
       this.constants,
     );
     const ticks = scale.ticks(this.width, this.constants.tickSpacingPx);
-    const key = JSON.stringify([this.width, origin, entries.map((e) => [e.from, e.to, e.cause, e.lane?.summary]), ticks]);
+    const key = JSON.stringify([this.width, origin, entries.map((e) => [e.from, e.to, e.cause, e.lane?.summary, e.lane?.firstPosition]), ticks]);
     if (key === this.shown) return;
     this.shown = key;
     this.drawRuler(scale, ticks, origin);

@@ -9,6 +9,7 @@
 
 import { LaneComparison } from "./compare.js";
 import { el, exactTime, formatDuration, link, offset, plural, pretty, setStatus } from "./dom.js";
+import { Durations } from "./durations.js";
 import { Feed } from "./feed.js";
 import { FragmentAssembler } from "./fragments.js";
 import { HANDLERS } from "./handlers.js";
@@ -20,8 +21,15 @@ import { TimeAxis } from "./time_axis.js";
 // What a suspended run's interrupt card says it waits for, by the interrupt's reason (else an approval).
 const INTERRUPT_TITLES = {
   external: "waiting for an external result",
+  question: "waiting for an answer",
   child: "waiting for a child execution",
 };
+
+// AG-UI names a question's interrupt "external"; the tool's metadata carries the question.
+function interruptKind(interrupt) {
+  const reason = interrupt.reason ?? "approval";
+  return reason === "external" && interrupt.metadata?.tool_metadata?.question !== undefined ? "question" : reason;
+}
 
 export class Timeline {
   constructor(root, config) {
@@ -39,10 +47,16 @@ export class Timeline {
     this.toolCards = new Map(); // tool call id -> the card of the call itself (where a decision's outcome goes)
     this.formLinks = new Map(); // tool call id -> its interrupt card's link to the form, or the note that replaced it
     this.executionStatus = config.status;
-    this.origin = null; // the first event's timestamp: zero of the time axis
+    this.durations = new Durations(config.times);
+    // Zero of the time axis and of the cards' "+12.3 s": the first run's start (else its first event's time).
+    this.origin = this.durations.start;
+    this.gaps = []; // the pauses drawn between items: [{element, run, approval}], filled from the model
     this.running = new Set(); // tool cards whose call is under way
     const toggle = document.getElementById("compare-toggle");
     this.comparison = toggle ? new LaneComparison(this, toggle, document.getElementById("compare")) : null;
+    // Harness bookkeeping (lifecycle, checkpoints) is behind one toggle: hidden until asked for.
+    this.internalToggle = document.getElementById("internal-toggle");
+    this.internalToggle?.addEventListener("click", () => this.showInternal(!root.classList.contains("show-internal")));
     const axis = document.getElementById("time-axis");
     this.axis = axis ? new TimeAxis(this, axis) : null;
     this.fragments = new FragmentAssembler();
@@ -54,10 +68,8 @@ export class Timeline {
     window.addEventListener("hashchange", () => this.want(location.hash));
     this.want(location.hash);
     setInterval(() => {
-      for (const lane of this.lanes.values()) if (lane.summary.status === "running") lane.renderDuration();
       for (const tool of this.running) this.renderElapsed(tool);
-      this.renderTotals();
-      this.axis?.render();
+      if (this.durations.open) this.renderTimes();
     }, 1000);
   }
 
@@ -85,6 +97,7 @@ export class Timeline {
       this.lanes.set(summary.pk, lane);
       this.root.style.setProperty("--lanes", this.lanes.size);
       this.comparison?.lanesChanged();
+      this.renderSwitcher();
       document.getElementById("timeline-empty").hidden = true;
     }
     return lane;
@@ -97,14 +110,48 @@ export class Timeline {
     return element;
   }
 
-  // A pause on the time axis, across all lanes: its length grows with the pause (log scale), labelled.
-  gap(ms, cause, column) {
-    if (!(ms >= this.config.constants.gapMinMs)) return;
-    const gap = el("div", "time-gap");
-    gap.style.setProperty("--gap-size", `${Math.min(6, 1 + Math.log2(1 + ms / 1000) * 0.5)}rem`);
-    gap.dataset.column = column;
-    gap.append(el("span", "gap-label", `${formatDuration(ms / 1000)} · ${cause}`));
-    this.root.append(gap);
+  // A pause across all lanes after run `run`: the waits for its answers (`approval`, drawn at the decision) or
+  // the others (drawn above the next lane's first item). Its text and size come from the model and follow it.
+  gap(run, column, approval) {
+    const gap = { element: el("div", "time-gap"), run, approval };
+    gap.element.dataset.column = column;
+    // A pause belongs to every lane: it is never hidden with one.
+    gap.element.append(el("span", "gap-label"));
+    this.root.append(gap.element);
+    this.gaps.push(gap);
+    this.renderGap(gap);
+  }
+
+  renderGap(gap, now = this.durations.now()) {
+    const waits = this.durations.after(gap.run, { approval: gap.approval });
+    const ms = waits.reduce((sum, wait) => sum + this.durations.length(wait, now), 0);
+    gap.element.hidden = !(ms >= this.config.constants.gapMinMs);
+    gap.element.style.setProperty("--gap-size", `${Math.min(6, 1 + Math.log2(1 + ms / 1000) * 0.5)}rem`);
+    const cause = waits.map((wait) => wait.cause).join(", then ");
+    const open = waits.some((wait) => wait.end === null) ? " so far" : "";
+    gap.element.firstChild.textContent = `${formatDuration(ms / 1000)}${open} · ${cause}`;
+  }
+
+  // Everything that shows a duration, from the model: lane heads, gaps, the header's totals, the axis.
+  renderTimes() {
+    const now = this.durations.now();
+    for (const lane of this.lanes.values()) lane.renderDuration(now);
+    for (const gap of this.gaps) this.renderGap(gap, now);
+    this.renderTotals(now);
+    this.axis?.render();
+  }
+
+  // A run started or ended: the server's model changed (a failed fetch keeps the last one; the next status retries).
+  async refreshTimes() {
+    try {
+      const response = await fetch(this.config.timesUrl, { headers: { Accept: "application/json" } });
+      if (!response.ok) return;
+      this.durations.set(await response.json());
+      this.origin ??= this.durations.start;
+      this.renderTimes();
+    } catch {
+      // Offline for a moment: the socket reconnects and its first status frame fetches again.
+    }
   }
 
   startRunning(tool) {
@@ -129,20 +176,17 @@ export class Timeline {
     tool.elapsed.textContent = `running ${formatDuration(ms / 1000)}`;
   }
 
-  // The execution's totals: runs, wall time from the first run's start to the last one's end, tokens.
-  renderTotals() {
+  // The execution's totals as the header says them (templates/runs/execution.html): runs, active time, wall
+  // time with what of it was waiting, tokens.
+  renderTotals(now = this.durations.now()) {
     const element = document.getElementById("execution-totals");
-    if (!element || this.lanes.size === 0) return;
-    const lanes = Array.from(this.lanes.values());
-    const starts = lanes.map((lane) => Date.parse(lane.summary.started_at)).filter((ms) => !Number.isNaN(ms));
-    const active = lanes.some((lane) => lane.summary.status === "running") || this.config.constants.activeStatuses.includes(this.executionStatus);
-    const ends = lanes.map((lane) => Date.parse(lane.summary.finished_at)).filter((ms) => !Number.isNaN(ms));
-    const parts = [plural(lanes.length, "run")];
-    if (starts.length) {
-      const end = active ? Date.now() : Math.max(...ends, ...starts);
-      parts.push(`wall time ${formatDuration(Math.max(0, end - Math.min(...starts)) / 1000)}`);
-    }
-    const tokens = lanes.map((lane) => lane.summary.tokens).filter(Boolean);
+    if (!element) return;
+    const totals = this.durations.totals(now);
+    if (totals.runs === 0) return;
+    const parts = [plural(totals.runs, "run"), `active ${formatDuration(totals.active / 1000)}`];
+    const wall = `wall ${formatDuration(totals.wall / 1000)}`;
+    parts.push(totals.waited >= 50 ? `${wall} (waited ${formatDuration(totals.waited / 1000)})` : wall);
+    const tokens = Array.from(this.lanes.values(), (lane) => lane.summary.tokens).filter(Boolean);
     if (tokens.length) {
       const sum = (key) => tokens.reduce((total, entry) => total + (entry[key] ?? 0), 0);
       parts.push(`${sum("input")} in · ${sum("output")} out tokens`);
@@ -150,8 +194,37 @@ export class Timeline {
     element.textContent = parts.join(" · ");
   }
 
+  // On a narrow screen one lane is shown at a time: a switcher names every run, the latest one first chosen.
+  renderSwitcher() {
+    const switcher = document.getElementById("lane-switcher");
+    if (!switcher) return;
+    const lanes = Array.from(this.lanes.values());
+    switcher.hidden = lanes.length < 2;
+    if (this.shownLane === undefined || this.shownLane === lanes.length - 1) this.shownLane = lanes.length;
+    switcher.replaceChildren(
+      ...lanes.map((lane) => {
+        const button = el("button", "lane-choice", `run ${lane.summary.number || lane.column}${lane.summary.reason ? ` · ${lane.summary.reason}` : ""}`);
+        button.type = "button";
+        button.setAttribute("aria-pressed", String(lane.column === this.shownLane));
+        button.addEventListener("click", () => this.showLane(lane.column));
+        return button;
+      }),
+    );
+    this.showLane(this.shownLane);
+  }
+
+  showLane(column) {
+    this.shownLane = column;
+    this.root.dataset.lane = column;
+    for (const [index, button] of Array.from(document.querySelectorAll("#lane-switcher .lane-choice")).entries()) {
+      button.setAttribute("aria-pressed", String(index + 1 === column));
+    }
+    // timeline.css shows only this lane on a narrow screen (the page's CSP allows no inline style rules).
+  }
+
   // Items stack in event order (block flow, cheap to lay out at any length); --col shifts each into its lane.
   place(element, column) {
+    element.dataset.col = column;
     element.style.setProperty("--col", column - 1);
     this.root.append(element);
   }
@@ -223,7 +296,7 @@ export class Timeline {
 
   // What a suspended run waits for, from its interrupts' reasons: one kind is named, a mix is "answers".
   waitingFor(interrupts) {
-    const reasons = new Set(interrupts.map((interrupt) => interrupt.reason ?? "approval"));
+    const reasons = new Set(interrupts.map(interruptKind));
     if (reasons.size > 1) return "waiting for answers";
     return INTERRUPT_TITLES[[...reasons][0]] ?? "waiting for approval";
   }
@@ -232,7 +305,7 @@ export class Timeline {
     const metadata = interrupt.metadata ?? {};
     const card = el("div", `interrupt-card reason-${interrupt.reason ?? "approval"}`);
     const child = interrupt.reason === "child";
-    const title = INTERRUPT_TITLES[interrupt.reason] ?? "waiting for approval";
+    const title = INTERRUPT_TITLES[interruptKind(interrupt)] ?? "waiting for approval";
     card.append(el("div", "interrupt-title", `${title}: ${metadata.tool_name ?? "tool"}`));
     card.append(el("div", "mono sub", interrupt.toolCallId ?? interrupt.id));
     if (metadata.args !== undefined) card.append(el("pre", "json", pretty(metadata.args)));
@@ -341,7 +414,9 @@ export class Timeline {
       const after = el("td", "diff-after");
       if (edit.change !== "added") before.append(el("del", "json", JSON.stringify(edit.before)));
       if (edit.change !== "removed") after.append(el("ins", "json", JSON.stringify(edit.after)));
-      row.append(el("th", "mono", edit.path), before, el("td", "diff-arrow", "→"), after);
+      const key = el("th", "mono", edit.path);
+      key.title = edit.path;
+      row.append(key, before, el("td", "diff-arrow", "→"), after);
       table.append(row);
     }
     return table;
@@ -384,7 +459,7 @@ export class Timeline {
         // Once a worker took the run, the page no longer waits for the queue.
         if (message.status !== "queued") document.getElementById("queue-wait")?.remove();
         for (const run of message.runs ?? []) this.lane(run).update(run);
-        this.axis?.render();
+        this.refreshTimes();
         // approvals.js fetches the approval form when the execution starts waiting.
         document.dispatchEvent(
           new CustomEvent("harness:execution-status", {
@@ -401,6 +476,13 @@ export class Timeline {
       default:
         break;
     }
+  }
+
+  showInternal(shown) {
+    this.root.classList.toggle("show-internal", shown);
+    if (!this.internalToggle) return;
+    this.internalToggle.setAttribute("aria-pressed", String(shown));
+    this.internalToggle.textContent = shown ? "Hide harness events" : "Show harness events";
   }
 
   // Read by the browser tests: what the feed received and where a reconnect resumes.
@@ -433,6 +515,7 @@ export class Timeline {
     this.fragments.clear();
     this.touched.clear();
     this.running.clear();
+    this.gaps = [];
     for (const lane of this.lanes.values()) {
       lane.resetScopes();
       lane.placed = false;
@@ -485,6 +568,7 @@ export class Timeline {
     if (this.wanted === null) return;
     const item = this.byPosition.get(this.wanted);
     if (!item) return;
+    if (item.kind === "group") this.showInternal(true);
     const target = item.reveal(this.wanted) ?? item.element;
     for (const old of this.root.querySelectorAll(".highlight")) old.classList.remove("highlight");
     target.classList.add("highlight");

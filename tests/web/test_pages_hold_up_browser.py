@@ -164,12 +164,15 @@ def test_event_groups_have_human_labels_and_counts_have_plurals(operator_page, l
     group = operator_page.locator(".item-group summary")
     expect(group).to_have_text("2 harness events: model part started, run lifecycle")
     expect(group).not_to_contain_text("a13n.")
+    operator_page.locator("#internal-toggle").click()
     group.click()
     # Each row keeps its raw name next to the label.
     expect(operator_page.locator(".group-row .group-raw-name").first).to_have_text("a13n.pydantic_ai.part_start")
     reasoning = operator_page.locator(".item-reasoning")
     expect(reasoning.locator("summary")).to_have_text("reasoning · 1 character")
-    expect(reasoning.locator(".item-extra")).to_have_text("signed by the provider (not readable)")
+    # Compact: one word, the explanation on hover.
+    expect(reasoning.locator(".item-extra")).to_have_text("signed")
+    expect(reasoning.locator(".item-extra")).to_have_attribute("title", re.compile("not readable"))
     expect(operator_page.locator(".lane-head[data-run] .lane-count").first).to_have_text("5 events")
 
 

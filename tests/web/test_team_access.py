@@ -153,6 +153,9 @@ SURFACES: dict[str, Surface | None] = {
         "get", lambda w: reverse("runs:bulk_operation", args=[w.bulk_operation_pk]), {role: 404 for role in ROLES}
     ),
     "runs:execution": Surface("get", lambda w: reverse("runs:execution", args=[w.suspended.execution.pk]), _each(200)),
+    "runs:execution_times": Surface(
+        "get", lambda w: reverse("runs:execution_times", args=[w.suspended.execution.pk]), _each(200)
+    ),
     # Cancelling a waiting execution is an approver's decision.
     "runs:cancel_execution": Surface(
         "post",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from ag_ui.core import (
     CustomEvent,
@@ -118,7 +118,9 @@ def test_durations_latency_tokens_totals_and_pauses_between_runs(operator_page, 
     expect(gaps.nth(1)).to_have_text("2.0 s · from the answer to the resuming run")
     expect(page.locator(f'.lane-head[data-run="{first.pk}"] .lane-tokens')).to_have_text("100 in · 20 out tokens")
     expect(page.locator(f'.lane-head[data-run="{second.pk}"] .lane-duration')).to_have_text("5.0 s")
-    expect(page.locator("#execution-totals")).to_have_text("2 runs · wall time 2 min 40 s · 150 in · 25 out tokens")
+    expect(page.locator("#execution-totals")).to_have_text(
+        "2 runs · active 8.0 s · wall 2 min 40 s (waited 2 min 32 s) · 150 in · 25 out tokens"
+    )
     screenshot(page, "timeline-time.png")
 
 
@@ -213,7 +215,13 @@ def test_a_dead_run_s_wait_is_split_into_lease_expired_and_recovery(operator_pag
 def test_a_wait_for_approval_under_way_grows_on_the_axis(operator_page, live_stack):
     execution = factories.make_execution(factories.make_thread("Waiting"), status="waiting")
     now = int(time.time() * 1000)
-    run = factories.make_run(execution, status="suspended")
+    # The run's row says when it ran, as the worker writes it; the wait counts from its end.
+    run = factories.make_run(
+        execution,
+        status="suspended",
+        started_at=datetime.fromtimestamp((now - 4000) / 1000, tz=UTC),
+        finished_at=datetime.fromtimestamp((now - 3000) / 1000, tz=UTC),
+    )
     factories.append_events(
         run,
         [
@@ -236,6 +244,12 @@ def test_a_wait_for_approval_under_way_grows_on_the_axis(operator_page, live_sta
     seen = length.inner_text()
     expect(length).not_to_have_text(seen)
     expect(wait.locator(".axis-cause")).to_have_text("waiting for approval")
+    # The header's wall time ticks with the wait; the run's active time does not.
+    totals = page.locator("#execution-totals")
+    expect(totals).to_contain_text("active 1.0 s")
+    seen = totals.inner_text()
+    expect(totals).not_to_have_text(seen)
+    expect(totals).to_contain_text("active 1.0 s")
 
 
 def percent(fraction: float) -> str:

@@ -170,6 +170,7 @@ def test_model_and_tool_text_is_shown_as_text_never_as_html(operator_page, live_
         ],
     )
     open_execution(operator_page, live_stack.base_url, execution)
+    operator_page.locator("#internal-toggle").click()
     operator_page.locator(".item-group summary").click()
     expect(operator_page.locator(".item-group .group-row pre")).to_contain_text("<script>")
     expect(operator_page.locator(".item-tool .tool-result pre")).to_have_text(payload)
@@ -323,6 +324,7 @@ def test_an_oversized_custom_event_is_shown_reassembled_from_its_fragments(opera
     open_execution(operator_page, live_stack.base_url, execution)
     group = operator_page.locator(".item-group")
     expect(group.locator("summary")).to_have_text(f"{len(fragments)} harness events: run context")
+    operator_page.locator("#internal-toggle").click()
     group.locator("summary").click()
     # The rows are drawn by the <details> toggle handler, which fires after the click returns.
     rows = group.locator(".group-row")

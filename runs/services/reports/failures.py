@@ -6,13 +6,14 @@ Provider response bodies are never stored (runs/harness/model_errors.py): they c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from runs.models import Run
+from runs.models import Execution, ExecutionStatus, Run, RunReason
 
-__all__ = ("FailureFacts", "failure_of")
+__all__ = ("FailureFacts", "failure_of", "recovered_by")
 
 
 class FailureFacts(BaseModel):
@@ -62,3 +63,15 @@ def _details(run: Run) -> dict[str, Any]:
     failure = ((event or {}).get("rawEvent") or {}).get("failure") or {}
     details = failure.get("details") if isinstance(failure, dict) else None
     return details if isinstance(details, dict) else {}
+
+
+def recovered_by(execution: Execution, runs: Sequence[Run]) -> tuple[Run, Run] | None:
+    """(the failed run, the recovery run after it) of an execution that did not fail in the end: its page says
+    "recovered by run N" instead of showing the failure as the execution's."""
+    if execution.status == ExecutionStatus.FAILED:
+        return None
+    for index, run in enumerate(runs):
+        later = [after for after in runs[index + 1 :] if after.reason == RunReason.RECOVERY]
+        if run.failure_code and later:
+            return run, later[-1]
+    return None

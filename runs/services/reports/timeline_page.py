@@ -10,12 +10,13 @@ from django.conf import settings
 from django.urls import reverse
 
 from observers.agui import FRAGMENT_EVENT_NAME, HARNESS_PREFIX
-from runs.models import ACTIVE_EXECUTION_STATUSES, Execution
+from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, TimelineEvent
 from runs.protocol import CURSOR_ERRORS
 
 from ..timeline.decision_items import DECISION_EVENT_NAME
 from ..timeline.read_side import Lane
 from . import provenance
+from .durations import TimesJson
 from .event_labels import EVENT_LABELS
 
 # After a cursor error (runs.protocol.CURSOR_ERRORS) the page starts over from nothing, at most this many times.
@@ -39,9 +40,13 @@ VERDICT_LABELS = {
 }
 
 
-def page_config(execution: Execution, lanes: list[Lane]) -> dict[str, Any]:
+def page_config(execution: Execution, lanes: list[Lane], times: TimesJson) -> dict[str, Any]:
     return {
         "execution": execution.pk,
+        # When each run worked and what each wait was for (durations.py); refetched from `timesUrl` on a status.
+        "times": times,
+        "takeovers": takeovers(lanes),
+        "timesUrl": reverse("runs:execution_times", args=[execution.pk]),
         "status": execution.status,
         "socket": f"/ws/executions/{execution.pk}/",
         "runs": [lane.summary() for lane in lanes],
@@ -66,3 +71,20 @@ def page_config(execution: Execution, lanes: list[Lane]) -> dict[str, Any]:
             "activeStatuses": [str(status) for status in ACTIVE_EXECUTION_STATUSES],
         },
     }
+
+
+def takeovers(lanes: list[Lane]) -> dict[int, dict[str, int]]:
+    """For each run that went on from a checkpoint of another run of the execution (a recovery from the dead run's
+    last checkpoint, a resume from the suspension), that run and the last timeline position of the prefix taken
+    over: a comparison lines the later run up after it, not from the first step."""
+    runs = {lane.run.pk: lane.run for lane in lanes}
+    found: dict[int, dict[str, int]] = {}
+    for run in runs.values():
+        start = run.start_checkpoint
+        if start is None or start.run_id not in runs or start.run_id == run.pk or start.journal_index is None:
+            continue
+        prefix = TimelineEvent.objects.filter(run_id=start.run_id, journal_entry__index__lte=start.journal_index)
+        last = prefix.order_by("-position").values_list("position", flat=True).first()
+        if last is not None:
+            found[run.pk] = {"fromRun": start.run_id, "afterPosition": last}
+    return found

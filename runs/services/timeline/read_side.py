@@ -16,7 +16,6 @@ from typing import Any, cast
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast, Coalesce, Greatest
-from django.utils import timezone
 
 from runs.models import (
     Checkpoint,
@@ -24,7 +23,6 @@ from runs.models import (
     Execution,
     ExecutionStatus,
     Run,
-    RunStatus,
     Thread,
     TimelineEvent,
 )
@@ -167,13 +165,29 @@ def _latest_execution_annotations() -> dict[str, Subquery[Any]]:
     }
 
 
+def _last_event_of_latest_execution() -> QuerySet[TimelineEvent, Any]:
+    # The newest execution holds the thread's last event (one runs at a time); its position index finds it.
+    return (
+        TimelineEvent.objects.filter(execution_id=OuterRef("latest_execution_pk"))
+        .order_by("-position")
+        .values("occurred_at")[:1]
+    )
+
+
 def threads_overview(*, search: str = "", status: str = "") -> QuerySet[Thread]:
     """Threads, newest activity first, with their latest execution's status; filtered by text and status."""
     threads = (
         Thread.objects.select_related("profile")
         .annotate(**_latest_execution_annotations(), execution_count=Count("executions", distinct=True))
-        # A new execution does not touch the thread row, so activity is the later of the two.
-        .annotate(activity_at=Greatest("updated_at", Coalesce("latest_activity", "updated_at")))
+        .annotate(last_event_at=Subquery(_last_event_of_latest_execution()))
+        # Activity is the thread's last event; before any, its newest execution or its own last change.
+        .annotate(
+            activity_at=Greatest(
+                "updated_at",
+                Coalesce("last_event_at", "latest_activity", "updated_at"),
+                Coalesce("latest_activity", "updated_at"),
+            )
+        )
         .order_by("-activity_at", "-pk")
     )
     if search:
@@ -216,19 +230,14 @@ class Lane:
     """One harness run of an execution as the timeline shows it."""
 
     run: Run
-    duration: timedelta | None
     event_count: int
 
     def summary(self) -> RunSummary:
         return RunSummary(**run_summary(self.run), event_count=self.event_count)
 
-    @property
-    def duration_text(self) -> str:
-        return format_duration(self.duration)
-
 
 def format_duration(duration: timedelta | None) -> str:
-    """Short human form; timeline.js formats live durations the same way."""
+    """Short human form; dom.js `formatDuration` formats live durations the same way."""
     if duration is None:
         return ""
     seconds = duration.total_seconds()
@@ -241,24 +250,12 @@ def format_duration(duration: timedelta | None) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-def run_duration(run: Run, now: datetime | None = None) -> timedelta | None:
-    """Start to finish; a run still under way counts until now, one that ended without a finish time has none."""
-    if run.started_at is None:
-        return None
-    if run.finished_at is not None:
-        return run.finished_at - run.started_at
-    if run.status == RunStatus.RUNNING:
-        return (now or timezone.now()) - run.started_at
-    return None
-
-
 def lanes_of(execution: Execution) -> list[Lane]:
-    runs = list(execution.runs.order_by("number"))
+    runs = list(execution.runs.select_related("start_checkpoint").order_by("number"))
     counts = dict(
         TimelineEvent.objects.filter(execution=execution).values_list("run").annotate(count=Count("pk")).order_by()
     )
-    now = timezone.now()
-    return [Lane(run=run, duration=run_duration(run, now), event_count=counts.get(run.pk, 0)) for run in runs]
+    return [Lane(run=run, event_count=counts.get(run.pk, 0)) for run in runs]
 
 
 def executions_of(thread: Thread) -> QuerySet[Execution]:
