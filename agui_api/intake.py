@@ -23,7 +23,14 @@ from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from runs.harness import THREAD_ID_PATTERN
 from runs.models import ExecutionStatus, Thread
-from runs.services.lifecycle import SubmissionRejected, executions, pending_requests, submit_decisions
+from runs.services.lifecycle import (
+    ANSWER_REFUSED,
+    SubmissionRejected,
+    can_decide,
+    executions,
+    pending_requests,
+    submit_decisions,
+)
 from runs.services.store import checkpoints
 from runs.services.store.access import Action, can, visible_profiles
 from runs.services.timeline import last_position, redactor_for
@@ -156,6 +163,9 @@ def _resume(thread: Thread, run_input: RunAgentInput, user: User) -> StreamStart
     requests = pending_requests(execution) if execution is not None else []
     if execution is None or not requests:
         raise Refused(409, "nothing_to_resume", f"Thread {thread.thread_id} has no open interrupts to resume.")
+    # Who may answer is decided before what they sent is read, as on the approval page.
+    if not can_decide(_fresh(user), execution):
+        raise Refused(403, "forbidden", ANSWER_REFUSED)
     answers = answers_for(requests, run_input.resume or [])
     key = "agui-" + hashlib.sha256(f"{thread.thread_id}\0{run_input.run_id}".encode()).hexdigest()[:40]
     # Read before deciding: the resume run may write its first events as soon as the decision commits. What

@@ -201,7 +201,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             # The first execution of a fork says where its history comes from.
             "origin": provenance.fork_origin(execution.thread) if execution.number == 1 else None,
             "failure": failures.failure_of(failed_run) if failed_run else None,
-            # Cancelling a waiting execution refuses what it waits on: an approver's decision.
+            # Cancelling a waiting execution refuses what it waits on: it needs the role that answers that.
             "may_cancel": access.can(request.user, Action.CANCEL, execution)
             and (execution.status != ExecutionStatus.WAITING or can_decide(request.user, execution)),
             "dropped_cancel_requests": execution.dropped_cancel_requests.select_related("requested_by", "run"),
@@ -217,7 +217,8 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def cancel_execution(request: HttpRequest, pk: int) -> HttpResponse:
-    """Cancel an active execution (an operator's); a waiting one needs an approver (else 403)."""
+    """Cancel an active execution (an operator's); a waiting one needs the role that answers its open set (an
+    approver's when it holds an approval), else 403."""
     execution = get_visible_or_404(Execution.objects.all(), request.user, pk=pk)
     _require(request, Action.CANCEL, execution)
     waiting = execution.status == ExecutionStatus.WAITING
@@ -227,7 +228,7 @@ def cancel_execution(request: HttpRequest, pk: int) -> HttpResponse:
             "Cancelled; the requests it waited on are closed."
             if waiting
             else "Cancellation requested; the run stops at its next heartbeat (unless it suspends for answers "
-            "first: then the request is dropped, and cancelling the waiting execution is an approver's decision).",
+            "first: then the request is dropped, and cancelling the waiting execution is a decision).",
         )
     return redirect("runs:execution", pk=execution.pk)
 

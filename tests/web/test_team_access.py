@@ -17,9 +17,10 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from pydantic_ai.messages import ToolCallPart
 
 from observers.routing import websocket_urlpatterns
-from runs.models import AgentProfile, Team, TeamRole
+from runs.models import AgentProfile, Execution, Team, TeamRole
 from runs.protocol import CLOSE_NOT_FOUND
 from runs.services.lifecycle import executions
 from tests.support import factories
@@ -41,7 +42,10 @@ MEMBERS = ("viewer", "operator", "approver", "admin", "superuser")
 class World:
     team_a: Team
     profile_a: AgentProfile
+    # Waiting on two approvals; `questions` waits on a question alone; `running` runs.
     suspended: factories.Suspended
+    questions: factories.Suspended
+    running: Execution
     run_pk: int
 
 
@@ -50,11 +54,18 @@ def world(without_default_membership) -> World:
     team_a = Team.objects.get_or_create(name="default")[0]
     team_b = Team.objects.create(name="team-b")
     suspended = factories.suspended_execution()
+    questions = factories.suspended_execution(
+        approvals=(),
+        calls=(ToolCallPart("ask", {"question": "Which account?"}, tool_call_id="call-ask"),),
+        questions=("call-ask",),
+        title="questions",
+    )
+    running = factories.make_execution(factories.make_thread("running"))
     run = suspended.run
     factories.append_events(run, [TextMessageContentEvent(message_id="m1", delta="secret of team A")])
     profile_b = AgentProfile.objects.create(name="finance-b", model="demo", team=team_b)
     executions.create_thread(profile_b, title="team B thread")
-    return World(team_a, suspended.execution.thread.profile, suspended, run.pk)
+    return World(team_a, suspended.execution.thread.profile, suspended, questions, running, run.pk)
 
 
 @pytest.fixture
@@ -128,11 +139,9 @@ SURFACES: dict[str, Surface | None] = {
         "post", lambda w: reverse("runs:fork_checkpoint", args=[w.suspended.checkpoint_id]), OPERATE
     ),
     "runs:execution": Surface("get", lambda w: reverse("runs:execution", args=[w.suspended.execution.pk]), _each(200)),
-    # Cancelling a waiting execution is an approver's decision.
+    # An operator cancels; cancelling an execution that waits on approvals refuses them: an approver's decision.
     "runs:cancel_execution": Surface(
-        "post",
-        lambda w: reverse("runs:cancel_execution", args=[w.suspended.execution.pk]),
-        _each(302, viewer=403, operator=403),
+        "post", lambda w: reverse("runs:cancel_execution", args=[w.running.pk]), _each(302, viewer=403)
     ),
     "runs:event": Surface("get", lambda w: reverse("runs:event", args=[w.suspended.execution.pk, 1]), _each(200)),
     "runs:run": Surface("get", lambda w: reverse("runs:run", args=[w.run_pk]), _each(200)),
@@ -155,14 +164,92 @@ SURFACES: dict[str, Surface | None] = {
 }
 
 
+def _answer_question(w: World) -> dict:
+    return {
+        "checkpoint": w.questions.checkpoint_id,
+        "submission_key": "answer-1",
+        "decision-0-id": "call-ask",
+        "decision-0-choice": "answer",
+        "decision-0-answer": "The savings account.",
+    }
+
+
+def _resume(suspended: Callable[[World], factories.Suspended]) -> Callable[[World], dict]:
+    """An AG-UI resume of the thread's open set whose payloads do not fit: past the role check, a 400."""
+
+    def data(w: World) -> dict:
+        thread = suspended(w).execution.thread
+        return {
+            "threadId": thread.thread_id,
+            "runId": "run-resume",
+            "state": {},
+            "messages": [{"id": "u1", "role": "user", "content": "pay acme"}],
+            "tools": [],
+            "context": [],
+            "resume": [{"interruptId": call, "status": "resolved", "payload": {}} for call in suspended(w).requests],
+        }
+
+    return data
+
+
+# More cases of the URLs above, each on other objects of team A: the role each action needs depends on them.
+VARIANTS: dict[str, tuple[str, Surface]] = {
+    "answer a question": (
+        "runs:approval_decide",
+        Surface(
+            "post",
+            lambda w: reverse("runs:approval_decide", args=[w.questions.execution.pk]),
+            _each(302, viewer=403),
+            _answer_question,
+        ),
+    ),
+    "cancel what waits on approvals": (
+        "runs:cancel_execution",
+        Surface(
+            "post",
+            lambda w: reverse("runs:cancel_execution", args=[w.suspended.execution.pk]),
+            _each(302, viewer=403, operator=403),
+        ),
+    ),
+    "cancel what waits on a question": (
+        "runs:cancel_execution",
+        Surface(
+            "post", lambda w: reverse("runs:cancel_execution", args=[w.questions.execution.pk]), _each(302, viewer=403)
+        ),
+    ),
+    "resume approvals over AG-UI": (
+        "agui:run",
+        Surface(
+            "post",
+            lambda w: reverse("agui:run", args=[w.profile_a.name]),
+            _each(400, viewer=403, operator=403),
+            _resume(lambda w: w.suspended),
+        ),
+    ),
+    "resume a question over AG-UI": (
+        "agui:run",
+        Surface(
+            "post",
+            lambda w: reverse("agui:run", args=[w.profile_a.name]),
+            _each(400, viewer=403),
+            _resume(lambda w: w.questions),
+        ),
+    ),
+}
+CASES = {
+    **{name: (name, surface) for name, surface in SURFACES.items() if surface is not None},
+    **VARIANTS,
+}
+
+
 def test_every_url_has_a_scoping_decision():
     assert _names(get_resolver().url_patterns) == set(SURFACES)
 
 
 @pytest.mark.parametrize("role", ROLES)
-@pytest.mark.parametrize("name", sorted(name for name, surface in SURFACES.items() if surface is not None))
-def test_each_role_gets_what_its_team_role_allows(client, world, user_of, role, name):
-    surface = SURFACES[name]
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_role_gets_what_its_team_role_allows(client, world, user_of, role, case):
+    name, surface = CASES[case]
     client.force_login(user_of(role))
     url = surface.url(world)
     if surface.method == "get":
@@ -171,7 +258,7 @@ def test_each_role_gets_what_its_team_role_allows(client, world, user_of, role, 
         response = client.post(url, json.dumps(surface.data(world)), content_type="application/json")
     else:
         response = client.post(url, surface.data(world))
-    assert response.status_code == surface.expected[role], (name, role)
+    assert response.status_code == surface.expected[role], (case, role)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -206,9 +293,10 @@ def test_lists_show_only_the_users_teams(client, world, user_of, role, django_us
 def test_badge_and_inbox_count_only_what_the_user_may_decide(client, world, user_of, role):
     client.force_login(user_of(role))
     response = client.get(reverse("runs:approvals"))
-    may_decide = role in {"approver", "admin", "superuser"}
-    assert response.context["pending_approvals"] == (2 if may_decide else 0)
-    assert len(response.context["rows"]) == (2 if may_decide else 0)
+    # Two approvals for an approver and above, one question for an operator and above.
+    expected = {"approver": 3, "admin": 3, "superuser": 3, "operator": 1}.get(role, 0)
+    assert response.context["pending_approvals"] == expected
+    assert len(response.context["rows"]) == expected
 
 
 def test_the_decide_permission_makes_a_member_an_approver_of_their_teams_only(client, world, django_user_model):
@@ -233,16 +321,28 @@ def _as_user(user):
     return app
 
 
+# Every socket route, and what it gives each role on team A's objects (the matrix below asserts each).
+SOCKET_ROUTES = {"ws/executions/<int:pk>/", "ws/threads/", "ws/approvals/", ""}
+
+
+def test_every_socket_route_is_in_the_matrix():
+    assert {str(pattern.pattern) for pattern in websocket_urlpatterns} == SOCKET_ROUTES
+
+
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("role", ["approver", "outsider"])
+@pytest.mark.parametrize("role", ROLES)
 async def test_sockets_answer_another_teams_execution_as_missing_and_count_only_decidable_requests(
     settings, world, user_of, role
 ):
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     user = await sync_to_async(user_of)(role)
+    member = role in MEMBERS
     timeline = WebsocketCommunicator(_as_user(user), f"/ws/executions/{world.suspended.execution.pk}/")
     assert (await timeline.connect())[0]
-    if role == "outsider":
+    if member:
+        await timeline.send_json_to({"type": "subscribe", "after": None})
+        assert (await timeline.receive_json_from(timeout=5))["type"] == "status"
+    else:
         assert (await timeline.receive_json_from(timeout=5))["code"] == "not_found"
         assert (await timeline.receive_output(timeout=5))["code"] == CLOSE_NOT_FOUND
     await timeline.disconnect()
@@ -250,12 +350,17 @@ async def test_sockets_answer_another_teams_execution_as_missing_and_count_only_
     assert (await approvals.connect())[0]
     await approvals.send_json_to({"type": "subscribe"})
     frame = await approvals.receive_json_from(timeout=5)
-    assert frame["count"] == (2 if role == "approver" else 0)
+    # Two approvals for an approver and above, the question for an operator and above.
+    assert frame["count"] == {"approver": 3, "admin": 3, "superuser": 3, "operator": 1}.get(role, 0)
     await approvals.disconnect()
     threads = WebsocketCommunicator(_as_user(user), "/ws/threads/")
     assert (await threads.connect())[0]
     await threads.send_json_to({"type": "subscribe", "threads": [world.suspended.execution.thread_id]})
     first = await threads.receive_json_from(timeout=5)
     # Another team's thread gets no status: the first frame is already `ready`.
-    assert first["type"] == ("thread.status" if role == "approver" else "ready")
+    assert first["type"] == ("thread.status" if member else "ready")
     await threads.disconnect()
+    nowhere = WebsocketCommunicator(_as_user(user), "/ws/executions/-1/")
+    assert (await nowhere.connect())[0]
+    assert (await nowhere.receive_json_from(timeout=5))["code"] == "not_found"
+    await nowhere.disconnect()

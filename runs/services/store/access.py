@@ -64,6 +64,7 @@ class Action(StrEnum):
     START = "start"
     FORK = "fork"
     CANCEL = "cancel"
+    ANSWER = "answer"
     DECIDE = "decide"
     ADMINISTER = "administer"
 
@@ -73,6 +74,8 @@ ACTION_ROLES: dict[Action, TeamRole] = {
     Action.START: TeamRole.OPERATOR,
     Action.FORK: TeamRole.OPERATOR,
     Action.CANCEL: TeamRole.OPERATOR,
+    # Questions and external results; approvals are `DECIDE`.
+    Action.ANSWER: TeamRole.OPERATOR,
     Action.DECIDE: TeamRole.APPROVER,
     Action.ADMINISTER: TeamRole.ADMIN,
 }
