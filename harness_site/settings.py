@@ -174,6 +174,8 @@ AUTHENTICATION_BACKENDS = [
     # django-axes counts failed logins and refuses a locked-out username from the same address.
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
+    # Team roles as permissions on their team's objects (`user.has_perm(perm, obj)`); it authenticates nobody.
+    "runs.services.store.role_permissions.TeamRoleBackend",
 ]
 HARNESS_LOGIN_FAILURE_LIMIT = env.integer("HARNESS_LOGIN_FAILURE_LIMIT", 5)
 HARNESS_LOGIN_LOCKOUT_MINUTES = env.integer("HARNESS_LOGIN_LOCKOUT_MINUTES", 15)

@@ -20,7 +20,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from pydantic_ai.messages import ToolCallPart
 
 from observers.routing import websocket_urlpatterns
-from runs.models import AgentProfile, Execution, Team, TeamRole
+from runs.models import AgentProfile, Execution, HostPolicy, Team, TeamRole
 from runs.protocol import CLOSE_NOT_FOUND
 from runs.services.lifecycle import executions
 from tests.support import factories
@@ -116,7 +116,7 @@ OPERATE = _each(400, viewer=403)
 DECIDE = _each(400, viewer=403, operator=403)
 
 SURFACES: dict[str, Surface | None] = {
-    # Not team data: logging in and out, the health check, the favicon; the admin has its own staff checks.
+    # Not team data: logging in and out, the health check, the favicon. The admin: test_admin_*.
     "login": None,
     "logout": None,
     "health": None,
@@ -364,3 +364,95 @@ async def test_sockets_answer_another_teams_execution_as_missing_and_count_only_
     assert (await nowhere.connect())[0]
     assert (await nowhere.receive_json_from(timeout=5))["code"] == "not_found"
     await nowhere.disconnect()
+
+
+def _staff(user):
+    """The admin lets staff in (Django's own gate); what they find there is their team role's."""
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+    return user
+
+
+# The teams whose profiles and policies each role administers.
+ADMINISTERS = {"admin": {"default"}, "outsider": {"team-b"}, "superuser": {"default", "team-b"}}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_admin_shows_and_changes_only_the_teams_the_user_administers(client, world, user_of, role):
+    client.force_login(_staff(user_of(role)))
+    profiles = client.get(reverse("admin:runs_agentprofile_changelist"))
+    policies = client.get(reverse("admin:runs_hostpolicy_changelist"))
+    profile_page = client.get(reverse("admin:runs_agentprofile_change", args=[world.profile_a.pk]))
+    policy = executions.current_policy_version(world.team_a).policy
+    policy_page = client.get(reverse("admin:runs_hostpolicy_change", args=[policy.pk]))
+    if role not in ADMINISTERS:
+        assert {profiles.status_code, policies.status_code, profile_page.status_code, policy_page.status_code} == {403}
+        return
+    teams = ADMINISTERS[role]
+    assert {profile.team.name for profile in profiles.context["cl"].result_list} == teams
+    assert len(profiles.context["cl"].result_list) == AgentProfile.objects.filter(team__name__in=teams).count()
+    assert {policy.team.name for policy in policies.context["cl"].result_list} == teams
+    # Another team's profile or policy is the admin's "does not exist": back to the index.
+    assert profile_page.status_code == policy_page.status_code == (200 if "default" in teams else 302)
+    if policy_page.status_code == 200:
+        # The policy page names the profiles it governs.
+        assert "approvals-test" in policy_page.content.decode()
+    # A new profile goes only to a team the user administers.
+    choices = client.get(reverse("admin:runs_agentprofile_add")).context["adminform"].form.fields["team"].queryset
+    assert {team.name for team in choices} == teams
+
+
+def test_a_team_admin_edits_their_profile_and_cannot_move_it_to_another_team(client, world, user_of):
+    client.force_login(_staff(user_of("admin")))
+    form = {"name": "approvals-test", "model": "demo", "instructions": "Be brief.", "base_url": ""}
+    team_b = Team.objects.get(name="team-b")
+    moved = client.post(
+        reverse("admin:runs_agentprofile_change", args=[world.profile_a.pk]), {**form, "team": team_b.pk}
+    )
+    assert moved.status_code == 200 and "Select a valid choice" in moved.content.decode()
+    saved = client.post(
+        reverse("admin:runs_agentprofile_change", args=[world.profile_a.pk]), {**form, "team": world.team_a.pk}
+    )
+    assert saved.status_code == 302
+    world.profile_a.refresh_from_db()
+    assert (world.profile_a.instructions, world.profile_a.team_id) == ("Be brief.", world.team_a.pk)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_roles_are_django_permissions_on_their_teams_objects(world, user_of, role):
+    user = user_of(role)
+    execution = world.suspended.execution
+    rank = {"viewer": 1, "operator": 2, "approver": 3, "admin": 4, "superuser": 4}.get(role, 0)
+    assert user.has_perm("runs.view_execution", execution) == (rank >= 1)
+    assert user.has_perm("runs.add_execution", execution) == (rank >= 2)
+    assert user.has_perm("runs.decide_deferred", execution) == (rank >= 3)
+    assert user.has_perm("runs.change_agentprofile", world.profile_a) == (rank >= 4)
+    # Without an object only a team admin's admin-site permissions: never a decision in every team.
+    assert user.has_perm("runs.decide_deferred") == (role == "superuser")
+    assert user.has_perm("runs.change_agentprofile") == (role in ADMINISTERS)
+
+
+def test_teams_are_a_superusers_and_a_clashing_policy_name_is_a_clear_error(client, world, user_of):
+    client.force_login(_staff(user_of("admin")))
+    assert client.get(reverse("admin:runs_team_add")).status_code == 403
+    client.force_login(user_of("superuser"))
+    clash = client.post(
+        reverse("admin:runs_team_add"),
+        {"name": "default", "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"},
+    )
+    assert clash.status_code == 200
+    assert "already exists" in clash.content.decode()
+    HostPolicy.objects.filter(team__name="team-b").update(name="finance")
+    refused = client.post(
+        reverse("admin:runs_team_add"),
+        {"name": "finance", "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"},
+    )
+    assert "A host policy named &#x27;finance&#x27; already exists (of team team-b)" in refused.content.decode()
+    assert not Team.objects.filter(name="finance").exists()
+    created = client.post(
+        reverse("admin:runs_team_add"),
+        {"name": "support", "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"},
+    )
+    assert created.status_code == 302
+    # The new team's policy exists, named after it, for its admins to edit.
+    assert HostPolicy.objects.get(team__name="support").name == "support"

@@ -44,6 +44,7 @@ __all__ = (
     "Action",
     "can",
     "get_visible_or_404",
+    "is_scoped",
     "role_in",
     "scoped",
     "team_of",
@@ -152,6 +153,11 @@ def get_visible_or_404(queryset: QuerySet[M], user: User, **lookup: Any) -> M:
         return scoped(queryset, user).get(**lookup)
     except ObjectDoesNotExist:
         raise Http404(f"No {queryset.model._meta.verbose_name} matches the given query.") from None
+
+
+def is_scoped(obj: Model) -> bool:
+    """Whether `obj` belongs to a team (its team decides who may see it)."""
+    return type(obj) in _TEAM_PATHS
 
 
 def team_of(obj: Model) -> int:
