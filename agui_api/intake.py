@@ -32,7 +32,7 @@ from runs.services.lifecycle import (
     submit_decisions,
 )
 from runs.services.store import checkpoints
-from runs.services.store.access import Action, can, visible_profiles
+from runs.services.store.access import Action, can, visible_profiles, within_team
 from runs.services.timeline import last_position, redactor_for
 from runs.validators import MAX_INPUT_CHARS, multi_line_text
 
@@ -54,11 +54,12 @@ class StreamStart:
     after: int
 
 
-def begin(profile_name: str, run_input: RunAgentInput, user: User) -> StreamStart:
-    """Start or resume, as `run_input` asks; raises `Refused` (and changes nothing) when it cannot."""
-    profile = visible_profiles(user).filter(name=profile_name).first()
+def begin(profile_name: str, run_input: RunAgentInput, user: User, *, team: int | None = None) -> StreamStart:
+    """Start or resume, as `run_input` asks, in `team` only if given (a narrowed token's); raises `Refused` (and
+    changes nothing) when it cannot."""
+    profile = within_team(visible_profiles(user), team).filter(name=profile_name).first()
     if profile is None:
-        # Another team's profile is answered like one that does not exist.
+        # Another team's profile (or one outside a narrowed token's team) is answered like one that does not exist.
         raise Refused(404, "unknown_profile", f"There is no agent profile named {profile_name!r}.")
     if not can(user, Action.START, profile):
         raise Refused(

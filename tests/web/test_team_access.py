@@ -6,6 +6,7 @@ use it) fails `test_every_url_has_a_scoping_decision`. Re-run on PostgreSQL (tes
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,11 +17,15 @@ from asgiref.sync import sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission
+from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from pydantic_ai.messages import ToolCallPart
 
+from agui_api import issuing
+from agui_api.models import ApiToken
 from observers.routing import websocket_urlpatterns
-from runs.models import AgentProfile, Execution, HostPolicy, Team, TeamRole
+from runs.models import AgentProfile, Execution, HostPolicy, Membership, Team, TeamRole
 from runs.protocol import CLOSE_NOT_FOUND
 from runs.services.lifecycle import executions
 from tests.support import factories
@@ -456,3 +461,63 @@ def test_teams_are_a_superusers_and_a_clashing_policy_name_is_a_clear_error(clie
     assert created.status_code == 302
     # The new team's policy exists, named after it, for its admins to edit.
     assert HostPolicy.objects.get(team__name="support").name == "support"
+
+
+NO_MESSAGE = {"threadId": "thread-x", "runId": "run-x", "state": {}, "messages": [], "tools": [], "context": []}
+
+
+def _bearer(secret: str) -> dict[str, str]:
+    return {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_narrowed_to_a_team_acts_only_there(client, world, django_user_model):
+    team_b = Team.objects.get(name="team-b")
+    user = factories.member(django_user_model, "both", world.team_a, TeamRole.OPERATOR)
+    Membership.objects.create(user=user, team=team_b, role=TeamRole.OPERATOR)
+    narrowed = _bearer(factories.token_for(user, team=team_b))
+    wide = _bearer(factories.token_for(user, name="wide"))
+    run_a = reverse("agui:run", args=[world.profile_a.name])
+    run_b = reverse("agui:run", args=["finance-b"])
+    events_a = reverse("agui:execution-events", args=[world.suspended.execution.pk])
+
+    def post(url, headers):
+        return client.post(url, json.dumps(NO_MESSAGE), content_type="application/json", **headers)
+
+    # Past the profile and role checks, a body without a user message is a 400; outside the team, no such profile.
+    assert (post(run_a, narrowed).status_code, post(run_b, narrowed).status_code) == (404, 400)
+    assert post(run_a, wide).status_code == 400
+    refused = client.get(events_a, **narrowed)
+    assert (refused.status_code, json.loads(refused.content)["error"]) == (404, "not_found")
+    assert client.get(events_a, **wide).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_of_a_removed_member_acts_nowhere(client, world, django_user_model):
+    user = factories.member(django_user_model, "leaver", world.team_a, TeamRole.APPROVER)
+    headers = _bearer(factories.token_for(user, team=world.team_a))
+    run_a = reverse("agui:run", args=[world.profile_a.name])
+    events_a = reverse("agui:execution-events", args=[world.suspended.execution.pk])
+    Membership.objects.filter(user=user).delete()
+    posted = client.post(run_a, json.dumps(NO_MESSAGE), content_type="application/json", **headers)
+    assert (posted.status_code, json.loads(posted.content)["error"]) == (404, "unknown_profile")
+    assert client.get(events_a, **headers).status_code == 404
+
+
+def test_a_token_is_narrowed_only_to_a_team_of_its_user(world, django_user_model, admin_client):
+    user = factories.member(django_user_model, "a-only", world.team_a, TeamRole.OPERATOR)
+    team_b = Team.objects.get(name="team-b")
+    with pytest.raises(ValidationError, match="not a member of team team-b"):
+        issuing.issue(ApiToken(user=user, name="x", team=team_b), issuer=None)
+    with pytest.raises(CommandError, match="not a member of team team-b"):
+        call_command("harness_token", "issue", "a-only", "--name", "x", "--team", "team-b")
+    with pytest.raises(CommandError, match="no team 'nope'"):
+        call_command("harness_token", "issue", "a-only", "--name", "x", "--team", "nope")
+    refused = admin_client.post(
+        reverse("admin:agui_api_apitoken_add"),
+        {"user": user.pk, "name": "x", "scope": "read", "team": team_b.pk, "expires_at_0": "2099-01-01"},
+    )
+    assert "not a member of team team-b" in refused.content.decode()
+    assert not ApiToken.objects.exists()
+    call_command("harness_token", "issue", "a-only", "--name", "x", "--team", "default", stdout=io.StringIO())
+    assert ApiToken.objects.get().team == world.team_a

@@ -52,6 +52,7 @@ __all__ = (
     "visible_profiles",
     "visible_threads",
     "visible_users",
+    "within_team",
 )
 
 DECIDE_PERMISSION = "runs.decide_deferred"
@@ -124,6 +125,13 @@ def scoped(queryset: QuerySet[M], user: User, minimum: TeamRole = TeamRole.VIEWE
     if _is_superuser(user):
         return queryset
     return queryset.filter(**{f"{_TEAM_PATHS[queryset.model]}__in": _team_ids(user, minimum)})
+
+
+def within_team(queryset: QuerySet[M], team: int | None) -> QuerySet[M]:
+    """The rows of `queryset` in team `team` (all of them for None): what a credential narrowed to a team sees."""
+    if team is None:
+        return queryset
+    return queryset.filter(**{_TEAM_PATHS[queryset.model]: team})
 
 
 def visible_threads(user: User) -> QuerySet[Thread]:

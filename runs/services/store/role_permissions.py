@@ -60,8 +60,11 @@ class TeamRoleBackend(BaseBackend):
         if not (user_obj.is_active and user_obj.is_authenticated):
             return set()
         if obj is None:
-            administers = access.scoped(Team.objects.all(), user_obj, TeamRole.ADMIN).exists()
-            return set(TEAM_ADMIN_PERMISSIONS) if administers else set()
+            # Cached on the user object for its request, as Django's ModelBackend caches its own.
+            if not hasattr(user_obj, "_team_admin_perm_cache"):
+                administers = access.scoped(Team.objects.all(), user_obj, TeamRole.ADMIN).exists()
+                user_obj._team_admin_perm_cache = set(TEAM_ADMIN_PERMISSIONS) if administers else set()
+            return set(user_obj._team_admin_perm_cache)
         if not access.is_scoped(obj):
             return set()
         return permissions_of(access.role_in(user_obj, access.team_of(obj)))
