@@ -31,7 +31,7 @@ from runs.services.lifecycle import (
     pending_requests,
     submit_decisions,
 )
-from runs.services.store import checkpoints
+from runs.services.store import StartLimited, checkpoints, start_limits
 from runs.services.store.access import Action, can, visible_profiles, within_team
 from runs.services.timeline import last_position, redactor_for
 from runs.validators import MAX_INPUT_CHARS, multi_line_text
@@ -54,9 +54,11 @@ class StreamStart:
     after: int
 
 
-def begin(profile_name: str, run_input: RunAgentInput, user: User, *, team: int | None = None) -> StreamStart:
-    """Start or resume, as `run_input` asks, in `team` only if given (a narrowed token's); raises `Refused` (and
-    changes nothing) when it cannot."""
+def begin(
+    profile_name: str, run_input: RunAgentInput, user: User, *, team: int | None = None, token: int | None = None
+) -> StreamStart:
+    """Start or resume, as `run_input` asks, in `team` only if given (a narrowed token's); a start counts against
+    the user's and the `token`'s limits. Raises `Refused` (and changes nothing) when it cannot."""
     profile = within_team(visible_profiles(user), team).filter(name=profile_name).first()
     if profile is None:
         # Another team's profile (or one outside a narrowed token's team) is answered like one that does not exist.
@@ -91,6 +93,10 @@ def begin(profile_name: str, run_input: RunAgentInput, user: User, *, team: int 
     if not prompt.strip():
         raise Refused(400, "empty_user_message", "The user message to run is empty.")
     _check_prompt(prompt)
+    try:
+        start_limits.count_start(user.pk, token_pk=token)
+    except StartLimited as limited:
+        raise Refused(429, "too_many_starts", limited.message, [{"retryAfter": limited.retry_after}]) from limited
     with transaction.atomic():
         if thread is None:
             thread = executions.create_thread(profile, title=prompt[:60], thread_id=run_input.thread_id)

@@ -32,7 +32,9 @@ __all__ = ("execution_events", "run_agent")
 
 def _refusal(refused: Refused) -> JsonResponse:
     response = JsonResponse(refused.body(), status=refused.status)
-    if refused.status == 401:
+    if refused.status == 429:
+        response["Retry-After"] = str(refused.details[0]["retryAfter"])
+    elif refused.status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="agui"'
     elif refused.code == "insufficient_scope":
         needed = TokenScope.READ_DECIDE.value
@@ -73,7 +75,8 @@ def _run_input(request: HttpRequest) -> RunAgentInput:
 
 def _begin(profile: str, run_input: RunAgentInput, caller: Caller) -> intake.StreamStart:
     try:
-        return intake.begin(profile, run_input, caller.user, team=caller.team)
+        token = caller.token.pk if caller.token is not None else None
+        return intake.begin(profile, run_input, caller.user, team=caller.team, token=token)
     finally:
         connections.close_all()
 

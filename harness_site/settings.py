@@ -261,6 +261,10 @@ HARNESS_MODEL_HOSTS_ALLOWED = [host.lower() for host in env.items("HARNESS_MODEL
 AGUI_MAX_BODY_BYTES = env.integer("AGUI_MAX_BODY_BYTES", 1024 * 1024)
 # How long a new API token authenticates unless its issuer chooses otherwise (admin, `manage.py harness_token`).
 HARNESS_API_TOKEN_DAYS = env.integer("HARNESS_API_TOKEN_DAYS", 90)
+# Executions one user, and one API token, may start per minute (pages and AG-UI; 0: no limit), counted in Django's
+# cache: runs/services/store/start_limits.py.
+HARNESS_STARTS_PER_MINUTE = env.integer("HARNESS_STARTS_PER_MINUTE", 30)
+HARNESS_TOKEN_STARTS_PER_MINUTE = env.integer("HARNESS_TOKEN_STARTS_PER_MINUTE", 30)
 
 # Ports and process counts of `bin/run` (deploy/supervisord.conf reads them); declared here so the check
 # refuses a bad one before anything starts.

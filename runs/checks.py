@@ -82,6 +82,8 @@ RULES: dict[str, Whole | Seconds | Flag | Addresses] = {
     "HARNESS_RECOVERY_BACKOFF_SECONDS": Seconds(zero_allowed=True),
     "AGUI_MAX_BODY_BYTES": Whole(1),
     "HARNESS_API_TOKEN_DAYS": Whole(1, MAX_TOKEN_DAYS),
+    "HARNESS_STARTS_PER_MINUTE": Whole(0),
+    "HARNESS_TOKEN_STARTS_PER_MINUTE": Whole(0),
     "HARNESS_PORT": PORT,
     "REDIS_PORT": PORT,
     "HARNESS_WORKERS": Whole(1),

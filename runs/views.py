@@ -18,7 +18,7 @@ from runs.forms import TITLE_CHARS, ForkForm, NewExecutionForm, NewThreadForm, T
 from runs.models import Checkpoint, Execution, ExecutionStatus, Run, Thread, TimelineEvent
 from runs.services.lifecycle import can_decide, cancellation, executions, starts
 from runs.services.reports import failures, provenance, timeline_page
-from runs.services.store import access, checkpoints, queueing
+from runs.services.store import StartLimited, access, checkpoints, queueing
 from runs.services.store.access import Action, get_visible_or_404
 from runs.services.timeline import read_side
 from runs.validators import MAX_INPUT_CHARS
@@ -75,6 +75,8 @@ def create_thread(request: HttpRequest) -> HttpResponse:
         except starts.StartRefused as refused:
             messages.error(request, refused.message)
             return redirect("runs:threads")
+        except StartLimited as limited:
+            return _limited(request, form, limited, "The thread was not created.")
     return _started(request, started, dispatch)
 
 
@@ -133,6 +135,8 @@ def start_execution(request: HttpRequest, pk: int) -> HttpResponse:
         except executions.ExecutionBusy:
             messages.error(request, "This thread already has an active execution; wait for it or cancel it first.")
             return back
+        except StartLimited as limited:
+            return _limited(request, form, limited, "No execution was started.")
     return _started(request, started, dispatch)
 
 
@@ -163,6 +167,14 @@ def fork_checkpoint(request: HttpRequest, pk: int) -> HttpResponse:
 def _refused(request: HttpRequest, form: Form, outcome: str) -> HttpResponse:
     """A 400 page naming each refused field and why; nothing was changed."""
     return render(request, "runs/bad_input.html", {"form": form, "outcome": outcome}, status=400)
+
+
+def _limited(request: HttpRequest, form: Form, limited: StartLimited, outcome: str) -> HttpResponse:
+    """429: the form refused for the start limit (HARNESS_STARTS_PER_MINUTE); nothing was created or queued."""
+    form.add_error(None, limited.message)
+    response = render(request, "runs/bad_input.html", {"form": form, "outcome": outcome}, status=429)
+    response["Retry-After"] = str(limited.retry_after)
+    return response
 
 
 def _started(
