@@ -60,7 +60,8 @@ class ApiToken(models.Model):
         choices=TokenScope.choices,
         default=TokenScope.READ,
         help_text="read: GET /agui/executions/<pk>/events. read+decide: also POST /agui/<profile>/, which starts "
-        "runs and answers interrupts (answering still needs the user's permission to decide).",
+        "runs and answers interrupts (each still needs the user's role in the team: operator to start, approver to "
+        "decide approvals).",
     )
     team = models.ForeignKey(
         "runs.Team",

@@ -392,6 +392,7 @@ def test_admin_shows_and_changes_only_the_teams_the_user_administers(client, wor
     policy_page = client.get(reverse("admin:runs_hostpolicy_change", args=[policy.pk]))
     if role not in ADMINISTERS:
         assert {profiles.status_code, policies.status_code, profile_page.status_code, policy_page.status_code} == {403}
+        assert client.get(reverse("admin:runs_deferredrequest_changelist")).status_code == 403
         return
     teams = ADMINISTERS[role]
     assert {profile.team.name for profile in profiles.context["cl"].result_list} == teams
@@ -405,6 +406,9 @@ def test_admin_shows_and_changes_only_the_teams_the_user_administers(client, wor
     # A new profile goes only to a team the user administers.
     choices = client.get(reverse("admin:runs_agentprofile_add")).context["adminform"].form.fields["team"].queryset
     assert {team.name for team in choices} == teams
+    # The records of runs, too: team A's three open requests.
+    requests = client.get(reverse("admin:runs_deferredrequest_changelist")).context["cl"].result_list
+    assert len(requests) == (3 if "default" in teams else 0)
 
 
 def test_a_team_admin_edits_their_profile_and_cannot_move_it_to_another_team(client, world, user_of):
