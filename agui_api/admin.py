@@ -14,6 +14,8 @@ from django.http import HttpRequest, HttpResponse
 from django.template.defaultfilters import pluralize
 from django.template.response import TemplateResponse
 
+from runs.models import Team
+
 from . import issuing
 from .models import ApiToken
 
@@ -21,7 +23,14 @@ from .models import ApiToken
 class ApiTokenForm(forms.ModelForm):
     class Meta:
         model = ApiToken
-        fields = ["user", "name", "scope", "expires_at"]
+        fields = ["user", "name", "scope", "team", "expires_at"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        user = cleaned.get("user")
+        if user is not None and (problem := issuing.team_problem(user, cleaned.get("team"))):
+            self.add_error("team", problem)
+        return cleaned
 
     def clean_expires_at(self) -> datetime:
         expires_at: datetime = self.cleaned_data["expires_at"]
@@ -33,17 +42,28 @@ class ApiTokenForm(forms.ModelForm):
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
     form = ApiTokenForm
-    list_display = ["name", "user", "hint", "scope", "state", "created_at", "expires_at", "last_used_at", "revoked_at"]
-    list_filter = ["scope", "revoked_at"]
+    list_display = [
+        "name",
+        "user",
+        "hint",
+        "scope",
+        "team",
+        "state",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    ]
+    list_filter = ["scope", "team", "revoked_at"]
     search_fields = ["name", "user__username"]
-    fields = ["user", "name", "scope", "expires_at", "hint", "created_at", "last_used_at", "revoked_at"]
+    fields = ["user", "name", "scope", "team", "expires_at", "hint", "created_at", "last_used_at", "revoked_at"]
     readonly_fields = ["hint", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
         # A token is never re-pointed at another user, renamed into a different purpose, widened or prolonged:
         # that is a new token.
-        issued = ["user", "name", "scope", "expires_at"]
+        issued = ["user", "name", "scope", "team", "expires_at"]
         return [*self.readonly_fields, *issued] if obj is not None else list(self.readonly_fields)
 
     def formfield_for_foreignkey(self, db_field: ForeignKey[Any, Any], request: HttpRequest, **kwargs: Any) -> Any:
@@ -53,6 +73,11 @@ class ApiTokenAdmin(admin.ModelAdmin):
             kwargs["queryset"] = get_user_model()._default_manager.filter(pk=request.user.pk)
             kwargs["initial"] = request.user.pk
             kwargs["empty_label"] = None
+        if db_field.name == "team" and not request.user.is_superuser:
+            assert request.user.is_authenticated, "the admin lets only staff in"
+            # Narrowed only to a team of one's own; the owner's membership is checked again on issue.
+            kwargs["queryset"] = Team.objects.filter(memberships__user=request.user)
+            kwargs["empty_label"] = "every team of the user"
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     @admin.display(description="state")

@@ -1,25 +1,31 @@
 """Who calls the endpoint: a bearer API token, or else the session of a logged-in user (same-origin pages).
 
-A token may do what its scope says (`TokenScope`); a session may do whatever its user may. Either way the
-service behind a route checks the user's own permissions too. A stream that outlives the request asks
+A token may do what its scope says (`TokenScope`), in the one team it may be narrowed to (`Caller.within`); a session
+may do whatever its user may. Either way the service behind a route checks the user's own roles too, so a token of a
+user who left a team acts there no more. A stream that outlives the request asks
 `still_valid` from time to time, so a revoked or expired token, or an ended session, stops it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from django.contrib.auth.models import User
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 
 from runs.services.store import session_user_pk
+from runs.services.store.access import within_team
 
 from .errors import Refused
 from .models import ApiToken, TokenScope, token_digest
 
 __all__ = ("Caller", "authenticate", "csrf_refusal")
+
+M = TypeVar("M", bound=Model)
 
 BEARER = "bearer "
 TOKEN_HELP = "Ask for a new one (the admin's API tokens, or manage.py harness_token)."
@@ -36,6 +42,15 @@ class Caller:
     @property
     def by_token(self) -> bool:
         return self.token is not None
+
+    @property
+    def team(self) -> int | None:
+        """The one team the caller acts in (a narrowed token's), or None: every team of the user."""
+        return self.token.team_id if self.token is not None else None
+
+    def within(self, queryset: QuerySet[M]) -> QuerySet[M]:
+        """The rows of `queryset` (already scoped to the user) the caller may reach: those of its team, if narrowed."""
+        return within_team(queryset, self.team)
 
     def require(self, scope: TokenScope) -> None:
         """Raise `Refused` (403) unless the caller may act with `scope`."""

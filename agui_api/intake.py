@@ -23,9 +23,16 @@ from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from runs.harness import THREAD_ID_PATTERN
 from runs.models import ExecutionStatus, Thread
-from runs.services.lifecycle import SubmissionRejected, executions, pending_requests, submit_decisions
-from runs.services.store import checkpoints
-from runs.services.store.access import Action, can, visible_profiles
+from runs.services.lifecycle import (
+    ANSWER_REFUSED,
+    SubmissionRejected,
+    can_decide,
+    executions,
+    pending_requests,
+    submit_decisions,
+)
+from runs.services.store import StartLimited, checkpoints, start_limits
+from runs.services.store.access import Action, can, visible_profiles, within_team
 from runs.services.timeline import last_position, redactor_for
 from runs.validators import MAX_INPUT_CHARS, multi_line_text
 
@@ -47,11 +54,14 @@ class StreamStart:
     after: int
 
 
-def begin(profile_name: str, run_input: RunAgentInput, user: User) -> StreamStart:
-    """Start or resume, as `run_input` asks; raises `Refused` (and changes nothing) when it cannot."""
-    profile = visible_profiles(user).filter(name=profile_name).first()
+def begin(
+    profile_name: str, run_input: RunAgentInput, user: User, *, team: int | None = None, token: int | None = None
+) -> StreamStart:
+    """Start or resume, as `run_input` asks, in `team` only if given (a narrowed token's); a start counts against
+    the user's and the `token`'s limits. Raises `Refused` (and changes nothing) when it cannot."""
+    profile = within_team(visible_profiles(user), team).filter(name=profile_name).first()
     if profile is None:
-        # Another team's profile is answered like one that does not exist.
+        # Another team's profile (or one outside a narrowed token's team) is answered like one that does not exist.
         raise Refused(404, "unknown_profile", f"There is no agent profile named {profile_name!r}.")
     if not can(user, Action.START, profile):
         raise Refused(
@@ -83,6 +93,10 @@ def begin(profile_name: str, run_input: RunAgentInput, user: User) -> StreamStar
     if not prompt.strip():
         raise Refused(400, "empty_user_message", "The user message to run is empty.")
     _check_prompt(prompt)
+    try:
+        start_limits.count_start(user.pk, token_pk=token)
+    except StartLimited as limited:
+        raise Refused(429, "too_many_starts", limited.message, [{"retryAfter": limited.retry_after}]) from limited
     with transaction.atomic():
         if thread is None:
             thread = executions.create_thread(profile, title=prompt[:60], thread_id=run_input.thread_id)
@@ -158,6 +172,9 @@ def _resume(thread: Thread, run_input: RunAgentInput, user: User) -> StreamStart
     requests = pending_requests(execution) if execution is not None else []
     if execution is None or not requests:
         raise Refused(409, "nothing_to_resume", f"Thread {thread.thread_id} has no open interrupts to resume.")
+    # Who may answer is decided before what they sent is read, as on the approval page.
+    if not can_decide(_fresh(user), execution):
+        raise Refused(403, "forbidden", ANSWER_REFUSED)
     answers = answers_for(requests, run_input.resume or [])
     key = "agui-" + hashlib.sha256(f"{thread.thread_id}\0{run_input.run_id}".encode()).hexdigest()[:40]
     # Read before deciding: the resume run may write its first events as soon as the decision commits. What

@@ -14,10 +14,11 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
 from runs.checks import MAX_TOKEN_DAYS
+from runs.models import Membership, Team
 
 from .models import ApiToken
 
-__all__ = ("expiry_problem", "issue")
+__all__ = ("expiry_problem", "issue", "team_problem")
 
 
 def expiry_problem(expires_at: datetime) -> str | None:
@@ -30,6 +31,13 @@ def expiry_problem(expires_at: datetime) -> str | None:
     return None
 
 
+def team_problem(user: User, team: Team | None) -> str | None:
+    """Why a token of `user` cannot be narrowed to `team`, or None: it must be one of the user's teams."""
+    if team is None or user.is_superuser or Membership.objects.filter(user=user, team=team).exists():
+        return None
+    return f"{user} is not a member of team {team}: a token acts only where its user may."
+
+
 def issue(token: ApiToken, *, issuer: User | None) -> str:
     """Save the new, unsaved `token` with a fresh secret and return the secret, which is stored nowhere.
 
@@ -39,6 +47,8 @@ def issue(token: ApiToken, *, issuer: User | None) -> str:
         raise PermissionDenied("Only a superuser may issue an API token for another user.")
     if problem := expiry_problem(token.expires_at):
         raise ValidationError({"expires_at": problem})
+    if problem := team_problem(token.user, token.team):
+        raise ValidationError({"team": problem})
     secret = token.issue()
     token.save()
     return secret

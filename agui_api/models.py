@@ -1,8 +1,8 @@
 """Per-user API tokens for AG-UI clients that cannot use the session cookie.
 
 Only a sha256 of the secret is stored; the secret itself is shown once, when the token is issued (`issuing.py`).
-A token has a scope (what it may do at the endpoint) and an expiry; a revoked or expired token stays as a record
-of who had access, and can no longer authenticate.
+A token has a scope (what it may do at the endpoint), an expiry, and may be narrowed to one team of its user; a
+revoked or expired token stays as a record of who had access, and can no longer authenticate.
 """
 
 from __future__ import annotations
@@ -60,7 +60,17 @@ class ApiToken(models.Model):
         choices=TokenScope.choices,
         default=TokenScope.READ,
         help_text="read: GET /agui/executions/<pk>/events. read+decide: also POST /agui/<profile>/, which starts "
-        "runs and answers interrupts (answering still needs the user's permission to decide).",
+        "runs and answers interrupts (each still needs the user's role in the team: operator to start, approver to "
+        "decide approvals).",
+    )
+    team = models.ForeignKey(
+        "runs.Team",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="api_tokens",
+        help_text="Empty: the token acts in every team of its user. A team: only there (and only while its user is "
+        "a member).",
     )
     digest = models.CharField(max_length=64, unique=True, editable=False)
     hint = models.CharField(max_length=12, editable=False, help_text="The first characters of the secret.")

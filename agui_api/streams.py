@@ -263,7 +263,7 @@ def _still_valid(caller: Caller) -> bool:
 
 def _still_visible(caller: Caller, execution_pk: int) -> bool:
     try:
-        return visible_executions(caller.user).filter(pk=execution_pk).exists()
+        return caller.within(visible_executions(caller.user)).filter(pk=execution_pk).exists()
     finally:
         connections.close_all()
 

@@ -22,7 +22,7 @@ from runs.services.timeline import last_position
 from runs.validators import unstorable_json
 
 from . import intake
-from .auth import authenticate, csrf_refusal
+from .auth import Caller, authenticate, csrf_refusal
 from .errors import Refused
 from .models import TokenScope
 from .streams import sse_events
@@ -32,7 +32,9 @@ __all__ = ("execution_events", "run_agent")
 
 def _refusal(refused: Refused) -> JsonResponse:
     response = JsonResponse(refused.body(), status=refused.status)
-    if refused.status == 401:
+    if refused.status == 429:
+        response["Retry-After"] = str(refused.details[0]["retryAfter"])
+    elif refused.status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="agui"'
     elif refused.code == "insufficient_scope":
         needed = TokenScope.READ_DECIDE.value
@@ -71,9 +73,10 @@ def _run_input(request: HttpRequest) -> RunAgentInput:
     return run_input
 
 
-def _begin(profile: str, run_input: RunAgentInput, user: Any) -> intake.StreamStart:
+def _begin(profile: str, run_input: RunAgentInput, caller: Caller) -> intake.StreamStart:
     try:
-        return intake.begin(profile, run_input, user)
+        token = caller.token.pk if caller.token is not None else None
+        return intake.begin(profile, run_input, caller.user, team=caller.team, token=token)
     finally:
         connections.close_all()
 
@@ -89,7 +92,7 @@ async def run_agent(request: HttpRequest, profile: str) -> HttpResponseBase:
         # Starting work and answering interrupts both act: a read-only token stops here, before the body is read.
         caller.require(TokenScope.READ_DECIDE)
         run_input = _run_input(request)
-        start = await sync_to_async(_begin)(profile, run_input, caller.user)
+        start = await sync_to_async(_begin)(profile, run_input, caller)
     except Refused as refused:
         return _refusal(refused)
     return _sse(sse_events(start.execution_pk, start.after, caller))
@@ -110,9 +113,9 @@ def _cursor(execution_pk: int, header: str | None) -> int:
     return after
 
 
-def _visible(execution_pk: int, user: Any) -> bool:
+def _visible(execution_pk: int, caller: Caller) -> bool:
     try:
-        return visible_executions(user).filter(pk=execution_pk).exists()
+        return caller.within(visible_executions(caller.user)).filter(pk=execution_pk).exists()
     finally:
         connections.close_all()
 
@@ -124,7 +127,7 @@ async def execution_events(request: HttpRequest, pk: int) -> HttpResponseBase:
         caller = await authenticate(request)
         caller.require(TokenScope.READ)
         # Another team's execution is answered like one that does not exist.
-        if not await sync_to_async(_visible)(pk, caller.user):
+        if not await sync_to_async(_visible)(pk, caller):
             raise Refused(404, "not_found", f"There is no execution {pk}.")
         after = await sync_to_async(_cursor)(pk, request.headers.get("Last-Event-ID"))
     except Refused as refused:

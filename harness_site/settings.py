@@ -183,6 +183,8 @@ AUTHENTICATION_BACKENDS = [
     # django-axes counts failed logins and refuses a locked-out username from the same address.
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
+    # Team roles as permissions on their team's objects (`user.has_perm(perm, obj)`); it authenticates nobody.
+    "runs.services.store.role_permissions.TeamRoleBackend",
 ]
 HARNESS_LOGIN_FAILURE_LIMIT = env.integer("HARNESS_LOGIN_FAILURE_LIMIT", 5)
 HARNESS_LOGIN_LOCKOUT_MINUTES = env.integer("HARNESS_LOGIN_LOCKOUT_MINUTES", 15)
@@ -270,6 +272,10 @@ HARNESS_MODEL_HOSTS_ALLOWED = [host.lower() for host in env.items("HARNESS_MODEL
 AGUI_MAX_BODY_BYTES = env.integer("AGUI_MAX_BODY_BYTES", 1024 * 1024)
 # How long a new API token authenticates unless its issuer chooses otherwise (admin, `manage.py harness_token`).
 HARNESS_API_TOKEN_DAYS = env.integer("HARNESS_API_TOKEN_DAYS", 90)
+# Executions one user, and one API token, may start per minute (pages and AG-UI; 0: no limit), counted in Django's
+# cache: runs/services/store/start_limits.py.
+HARNESS_STARTS_PER_MINUTE = env.integer("HARNESS_STARTS_PER_MINUTE", 30)
+HARNESS_TOKEN_STARTS_PER_MINUTE = env.integer("HARNESS_TOKEN_STARTS_PER_MINUTE", 30)
 
 # Ports and process counts of `bin/run` (deploy/supervisord.conf reads them); declared here so the check
 # refuses a bad one before anything starts.

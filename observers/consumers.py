@@ -17,7 +17,6 @@ import asyncio
 from channels.db import database_sync_to_async
 
 from observers.authenticated import AuthenticatedJsonConsumer
-from runs.models import TeamRole
 from runs.protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NOT_FOUND,
@@ -34,7 +33,7 @@ from runs.protocol import (
     TimelineSubscribe,
     message_texts,
 )
-from runs.services.lifecycle import open_requests
+from runs.services.lifecycle import answerable_requests
 from runs.services.store import access
 from runs.services.timeline import APPROVALS_GROUP, THREADS_GROUP, ExecutionFollower, Frames, read_side
 from runs.validators import MAX_DB_INTEGER
@@ -207,8 +206,7 @@ class ApprovalsConsumer(AuthenticatedJsonConsumer[ApprovalsSubscribe]):
 
     def _decidable_ids(self) -> list[int]:
         """The open requests the user may decide, as the badge and the inbox count them."""
-        decidable = access.scoped(open_requests(), self.user, TeamRole.APPROVER)
-        return list(decidable.values_list("pk", flat=True))
+        return list(answerable_requests(self.user).values_list("pk", flat=True))
 
     async def _send_if_changed(self) -> None:
         if not self.subscribed:

@@ -1,5 +1,9 @@
-"""Django admin (staff only): agent profiles, host policies with their version history, and read-only records;
+"""Django admin (staff only): teams, agent profiles, host policies with their version history, and read-only records;
 django-axes' failed-login records with a permission on their clean-up.
+
+A superuser sees every team's rows. Anyone else sees and edits only those of the teams they administer (role admin,
+`TeamScopedAdmin`), with permissions answered per object by `role_permissions.TeamRoleBackend`; teams and their
+members are a superuser's.
 
 A policy is edited through the fields of its current version; saving publishes a new immutable
 `HostPolicyVersion` (runs keep the version they started with), so the history shows who changed what.
@@ -14,8 +18,9 @@ from axes import admin as axes_admin
 from axes.models import AccessAttempt
 from django import forms
 from django.contrib import admin
+from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
-from django.db.models import Field, QuerySet
+from django.db.models import Field, ForeignKey, Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import URLPattern, path, reverse
@@ -33,12 +38,13 @@ from runs.models import (
     Execution,
     HostPolicy,
     HostPolicyVersion,
+    Membership,
     ModelPrice,
     Team,
     TeamRole,
     ToolRecovery,
 )
-from runs.services.lifecycle import bundle_import
+from runs.services.lifecycle import bundle_import, current_policy_version
 from runs.services.reports import dry_run, effective_approvals, rule_problems
 from runs.services.store import (
     POLICY_VERSION_FIELDS,
@@ -53,10 +59,85 @@ from runs.services.store.bundle_format import BundleError
 from runs.services.timeline import redactor_for
 
 
+class TeamForm(forms.ModelForm):
+    class Meta:
+        model = Team
+        fields = ["name"]
+
+    def clean_name(self) -> str:
+        name: str = self.cleaned_data["name"]
+        # A team's policy takes the team's name (`current_policy_version`), and policy names are unique.
+        clash = HostPolicy.objects.filter(name=name).exclude(team_id=self.instance.pk).select_related("team").first()
+        if clash is not None:
+            raise forms.ValidationError(
+                f"A host policy named {name!r} already exists (of team {clash.team}), and a new team's policy is "
+                "named after the team: choose another team name, or rename that policy first."
+            )
+        return name
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    """Teams and their members, a superuser's: a team admin administers profiles and policies, not memberships."""
+
+    form = TeamForm
+    list_display = ["name", "created_at"]
+    search_fields = ["name"]
+    inlines = [MembershipInline]
+
+    def save_model(self, request: HttpRequest, obj: Team, form: TeamForm, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        # Its policy, with safe defaults, so the team's admins find it to edit.
+        current_policy_version(obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Profiles, policies and threads point at their team (PROTECT); a team is renamed, never removed here.
+        return False
+
+
+class TeamScopedAdmin(admin.ModelAdmin):
+    """Rows of the teams the user administers (every row for a superuser); permissions asked per object, so the
+    role in the object's team decides; a team field offers only those teams."""
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return access.scoped(super().get_queryset(request), request.user, TeamRole.ADMIN)
+
+    def formfield_for_foreignkey(self, db_field: ForeignKey[Any, Any], request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.related_model is Team:
+            kwargs["queryset"] = access.scoped(Team.objects.all(), request.user, TeamRole.ADMIN)
+            if request.user.is_superuser:
+                # Left empty, the row goes to the team `default` (the models' own default).
+                kwargs |= {"required": False, "empty_label": "default"}
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def _allows(self, request: HttpRequest, action: str, obj: Model | None) -> bool:
+        return request.user.has_perm(f"{self.opts.app_label}.{get_permission_codename(action, self.opts)}", obj)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._allows(request, "view", obj) or self._allows(request, "change", obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return self._allows(request, "add", None)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._allows(request, "change", obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._allows(request, "delete", obj)
+
+
 @admin.register(AgentProfile)
-class AgentProfileAdmin(admin.ModelAdmin):
+class AgentProfileAdmin(TeamScopedAdmin):
     form = AgentProfileForm
-    list_display = ["name", "model", "runs_on", "tools", "updated_at"]
+    fields = ["name", "team", "model", "base_url", "instructions", "enabled_tools", "runs_on"]
+    list_display = ["name", "team", "model", "runs_on", "tools", "updated_at"]
+    list_filter = ["team"]
     search_fields = ["name", "model"]
     readonly_fields = ["runs_on"]
 
@@ -232,18 +313,30 @@ def approvals_summary(rules: tuple[ApprovalRule, ...]) -> str:
 
 
 @admin.register(HostPolicy)
-class HostPolicyAdmin(admin.ModelAdmin):
+class HostPolicyAdmin(TeamScopedAdmin):
     form = HostPolicyForm
-    list_display = ["name", "current", "changed_by", "changed_at"]
+    list_display = ["name", "team", "governs", "current", "changed_by", "changed_at"]
     inlines = [HostPolicyVersionInline]
+    readonly_fields = ["governs"]
     fieldsets = [
-        (None, {"fields": ["name"]}),
+        (None, {"fields": ["name", "team", "governs"]}),
         ("Approvals", {"fields": ["approval_rules", "approval_timeout_seconds"]}),
         ("Recovery", {"fields": ["tool_recovery", "max_attempts", "lease_seconds"]}),
         ("Model requests", {"fields": ["model_max_retries"]}),
         ("Timeline", {"fields": ["redact_patterns"]}),
         ("This change", {"fields": ["comment"]}),
     ]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: HostPolicy | None = None) -> list[str]:
+        # A team has one policy for good: moving it would change what governs two teams' executions at once.
+        return [*self.readonly_fields, "team"] if obj is not None else list(self.readonly_fields)
+
+    @admin.display(description="governs the profiles")
+    def governs(self, policy: HostPolicy) -> str:
+        if not policy.pk:
+            return "—"
+        names = AgentProfile.objects.filter(team_id=policy.team_id).order_by("name").values_list("name", flat=True)
+        return ", ".join(names) or "no profile yet"
 
     @admin.display(description="current version")
     def current(self, policy: HostPolicy) -> str:
@@ -284,7 +377,7 @@ class HostPolicyAdmin(admin.ModelAdmin):
         return False
 
 
-class RecordAdmin(admin.ModelAdmin):
+class RecordAdmin(TeamScopedAdmin):
     """Records that are written once by the Host and only ever read in the admin."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -31,13 +31,13 @@ from runs.models import (
     DeferredStatus,
     Execution,
     ExecutionStatus,
-    TeamRole,
 )
 from runs.services.lifecycle import (
+    ANSWER_REFUSED,
     SubmissionRejected,
+    answerable_requests,
     can_decide,
     group_decisions,
-    open_requests,
     pending_requests,
     pending_set,
     submit_decisions,
@@ -45,7 +45,7 @@ from runs.services.lifecycle import (
 )
 from runs.services.lifecycle.group_decisions import GROUP_VERDICTS, Outcome
 from runs.services.reports import audit_rows, csv_lines
-from runs.services.store import access, queueing
+from runs.services.store import queueing
 from runs.services.store.access import get_visible_or_404
 from runs.services.timeline import redactor_for
 
@@ -224,7 +224,7 @@ def _set_sizes(items: list[DeferredRequest]) -> dict[tuple[int, int], int]:
 
 def _decidable(request: HttpRequest) -> QuerySet[DeferredRequest]:
     """The open requests the user may decide: the inbox and the nav badge count only these."""
-    return access.scoped(open_requests(), request.user, TeamRole.APPROVER)
+    return answerable_requests(request.user)
 
 
 @login_required
@@ -294,7 +294,7 @@ def decide(request: HttpRequest, execution_pk: int) -> HttpResponse:
         context = approval_form_context(request, execution, next_url=execution_url(execution))
         return render(request, "runs/_approval_form.html", context)
     if not can_decide(request.user, execution):
-        raise PermissionDenied("Answering deferred requests needs the approver role in the thread's team.")
+        raise PermissionDenied(ANSWER_REFUSED)
     form = DecisionSetForm(request.POST)
     back = _safe_next(request, form.data.get("next")) or execution_url(execution)
     wants_json = request.headers.get("Accept", "").startswith("application/json")

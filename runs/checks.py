@@ -87,6 +87,8 @@ RULES: dict[str, Whole | Seconds | Flag | Addresses] = {
     "HARNESS_WEBHOOK_ATTEMPTS": Whole(1, 20),
     "HARNESS_WEBHOOK_BACKOFF_SECONDS": Seconds(zero_allowed=True),
     "HARNESS_WEBHOOK_EXPIRING_MINUTES": Whole(1),
+    "HARNESS_STARTS_PER_MINUTE": Whole(0),
+    "HARNESS_TOKEN_STARTS_PER_MINUTE": Whole(0),
     "HARNESS_PORT": PORT,
     "REDIS_PORT": PORT,
     "HARNESS_WORKERS": Whole(1),

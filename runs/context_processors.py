@@ -4,16 +4,15 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from runs.models import TeamRole
-from runs.services.lifecycle import open_requests
-from runs.services.store import access, queueing, saved_views
+from runs.services.lifecycle import answerable_requests
+from runs.services.store import queueing, saved_views
 
 
 def pending_approvals(request: HttpRequest) -> dict[str, int]:
     """How many deferred requests wait for the user's answer, for the badge on the Approvals link."""
     if not request.user.is_authenticated:
         return {}
-    return {"pending_approvals": access.scoped(open_requests(), request.user, TeamRole.APPROVER).count()}
+    return {"pending_approvals": answerable_requests(request.user).count()}
 
 
 def queue_state(request: HttpRequest) -> dict[str, bool]:

@@ -43,11 +43,17 @@ from runs.models import (
     Execution,
     ExecutionStatus,
     Run,
-    TeamRole,
     Thread,
     TimelineEvent,
 )
-from runs.services.lifecycle import bundle_export, can_decide, cancellation, executions, open_requests, starts
+from runs.services.lifecycle import (
+    answerable_requests,
+    bundle_export,
+    can_decide,
+    cancellation,
+    executions,
+    starts,
+)
 from runs.services.reports import (
     costs,
     durations,
@@ -59,7 +65,7 @@ from runs.services.reports import (
     usage_report,
 )
 from runs.services.reports.usage_report import CHART_HEIGHT, CHART_WIDTH
-from runs.services.store import access, checkpoints, queueing, saved_views
+from runs.services.store import StartLimited, access, checkpoints, queueing, saved_views
 from runs.services.store.access import Action, get_visible_or_404
 from runs.services.timeline import read_side
 from runs.validators import MAX_INPUT_CHARS
@@ -191,6 +197,8 @@ def create_thread(request: HttpRequest) -> HttpResponse:
         except starts.StartRefused as refused:
             messages.error(request, refused.message)
             return redirect("runs:threads")
+        except StartLimited as limited:
+            return _limited(request, form, limited, "The thread was not created.")
     return _started(request, started, dispatch)
 
 
@@ -264,6 +272,12 @@ def start_execution(request: HttpRequest, pk: int) -> HttpResponse:
         except executions.ExecutionBusy:
             form.add_error("input", BUSY_MESSAGE)
             return _thread_page(request, thread, form, status=409)
+        except StartLimited as limited:
+            # The thread page keeps what was typed; the limit's message stands beside the field.
+            form.add_error(None, limited.message)
+            response = _thread_page(request, thread, form, status=429)
+            response["Retry-After"] = str(limited.retry_after)
+            return response
     return _started(request, started, dispatch)
 
 
@@ -294,6 +308,14 @@ def fork_checkpoint(request: HttpRequest, pk: int) -> HttpResponse:
 def _refused(request: HttpRequest, form: Form, outcome: str) -> HttpResponse:
     """A 400 page naming each refused field and why; nothing was changed."""
     return render(request, "runs/bad_input.html", {"form": form, "outcome": outcome}, status=400)
+
+
+def _limited(request: HttpRequest, form: Form, limited: StartLimited, outcome: str) -> HttpResponse:
+    """429: the form refused for the start limit (HARNESS_STARTS_PER_MINUTE); nothing was created or queued."""
+    form.add_error(None, limited.message)
+    response = render(request, "runs/bad_input.html", {"form": form, "outcome": outcome}, status=429)
+    response["Retry-After"] = str(limited.retry_after)
+    return response
 
 
 def _started(
@@ -345,7 +367,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             # The first execution of a fork says where its history comes from.
             "origin": provenance.fork_origin(execution.thread) if execution.number == 1 else None,
             "failure": failures.failure_of(failed_run) if failed_run else None,
-            # Cancelling a waiting execution refuses what it waits on: an approver's decision.
+            # Cancelling a waiting execution refuses what it waits on: it needs the role that answers that.
             "may_cancel": access.can(request.user, Action.CANCEL, execution)
             and (execution.status != ExecutionStatus.WAITING or can_decide(request.user, execution)),
             "dropped_cancel_requests": execution.dropped_cancel_requests.select_related("requested_by", "run"),
@@ -357,7 +379,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             .select_related("thread", "parent_request")
             .order_by("pk"),
             # After a decision here, where the approver goes on to: the newest request waiting elsewhere.
-            "next_waiting": access.scoped(open_requests(), request.user, TeamRole.APPROVER)
+            "next_waiting": answerable_requests(request.user)
             .exclude(execution=execution)
             .select_related("execution__thread")
             .order_by("-created_at", "-id")
@@ -376,7 +398,8 @@ def execution_times(request: HttpRequest, pk: int) -> JsonResponse:
 @login_required
 @require_POST
 def cancel_execution(request: HttpRequest, pk: int) -> HttpResponse:
-    """Cancel an active execution (an operator's); a waiting one needs an approver (else 403)."""
+    """Cancel an active execution (an operator's); a waiting one needs the role that answers its open set (an
+    approver's when it holds an approval), else 403."""
     execution = get_visible_or_404(Execution.objects.all(), request.user, pk=pk)
     _require(request, Action.CANCEL, execution)
     waiting = execution.status == ExecutionStatus.WAITING
@@ -386,7 +409,7 @@ def cancel_execution(request: HttpRequest, pk: int) -> HttpResponse:
             "Cancelled; the requests it waited on are closed."
             if waiting
             else "Cancellation requested; the run stops at its next heartbeat (unless it suspends for answers "
-            "first: then the request is dropped, and cancelling the waiting execution is an approver's decision).",
+            "first: then the request is dropped, and cancelling the waiting execution is a decision).",
         )
     return redirect("runs:execution", pk=execution.pk)
 

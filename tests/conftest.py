@@ -175,6 +175,15 @@ def default_membership(django_user_model) -> Iterator[None]:
     post_save.disconnect(sender=django_user_model, dispatch_uid="tests-default-membership")
 
 
+@pytest.fixture(autouse=True)
+def fresh_start_counts() -> Iterator[None]:
+    """Each test starts with empty start-limit windows: users of earlier tests may have had the same pks."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
 @pytest.fixture
 def without_default_membership(default_membership, django_user_model) -> None:
     """Users created in this test have only the memberships the test gives them."""

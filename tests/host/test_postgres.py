@@ -42,9 +42,6 @@ HOST_TESTS = [
     "tests/host/test_token_expiry_migration.py",
     # Host-managed children take row locks (child before parent), which SQLite does not.
     "tests/host/test_children.py",
-    # Team scoping is subqueries on memberships on every read; the per-team thread id is a composite unique key.
-    "tests/web/test_team_access.py",
-    "tests/host/test_teams_migration.py",
     # Deliveries are claimed and moved on with conditional UPDATEs; one per subject is a unique key.
     "tests/alerts/test_webhooks.py",
     # Sums read keys of the runs' JSON (usage, the profile snapshot's model) through values().
@@ -54,6 +51,9 @@ HOST_TESTS = [
     # The threads list orders by the last event of each thread's newest execution (a subquery per row).
     "tests/web/test_thread_forms.py",
 ]
+# Team scoping is subqueries on memberships on every read; the per-team thread id is a composite unique key. The
+# matrix is every role on every surface: a run of its own.
+TEAM_TESTS = ["tests/web/test_team_access.py", "tests/host/test_teams_migration.py"]
 
 
 def test_the_newest_installed_server_is_found_whatever_its_version(tmp_path, monkeypatch):
@@ -118,6 +118,10 @@ def pytest_on_postgresql(
 
 def test_the_host_database_tests_pass_on_postgresql(postgres_url, tmp_path):
     pytest_on_postgresql(postgres_url, tmp_path, HOST_TESTS, timeout=600)
+
+
+def test_team_access_on_postgresql(postgres_url, tmp_path):
+    pytest_on_postgresql(postgres_url, tmp_path, TEAM_TESTS, timeout=1200)
 
 
 def test_scale_out_under_chaos_on_postgresql(postgres_url, tmp_path):

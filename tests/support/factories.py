@@ -435,8 +435,10 @@ def demo_profile() -> AgentProfile:
     return shared_profile(PROFILE, tools=demo_tools())
 
 
-def token_for(user: Any, name: str = "tests", scope: TokenScope = TokenScope.READ_DECIDE) -> str:
-    token = ApiToken(user=user, name=name, scope=scope)
+def token_for(
+    user: Any, name: str = "tests", scope: TokenScope = TokenScope.READ_DECIDE, team: Team | None = None
+) -> str:
+    token = ApiToken(user=user, name=name, scope=scope, team=team)
     secret = token.issue()
     token.save()
     return secret

@@ -143,6 +143,9 @@ def service_env(*, redis_url: str, database_name: str | None) -> dict[str, str]:
         "REDIS_URL": redis_url,
         "PYTHONUNBUFFERED": "1",
         "DJANGO_SETTINGS_MODULE": "harness_site.settings",
+        # Processes under test (and bench) start as much work as they are asked to; the limits are tested in-process.
+        "HARNESS_STARTS_PER_MINUTE": "0",
+        "HARNESS_TOKEN_STARTS_PER_MINUTE": "0",
     }
     if database_name:
         from django.conf import settings

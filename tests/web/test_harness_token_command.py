@@ -27,7 +27,8 @@ def test_issue_list_and_revoke(django_user_model, settings):
     token = ApiToken.objects.get(digest=token_digest(secret))
     assert (token.user.username, token.name, token.scope) == ("alice", "CopilotKit app", "read+decide")
     assert timedelta(days=6, hours=23) < token.expires_at - timezone.now() <= timedelta(days=7)
-    assert secret not in err and f"token {token.pk} 'CopilotKit app' for alice: scope read+decide" in err
+    assert secret not in err
+    assert f"token {token.pk} 'CopilotKit app' for alice: scope read+decide, every team of the user" in err
 
     settings.HARNESS_API_TOKEN_DAYS = 30
     out, _ = run("issue", "alice", "--name", "dashboard")
@@ -36,13 +37,13 @@ def test_issue_list_and_revoke(django_user_model, settings):
 
     listing, _ = run("list", "--user", "alice")
     assert secret not in listing and out.strip() not in listing
-    assert f"{token.pk}\talice\tCopilotKit app\t{token.hint}…\tread+decide\tactive\t" in listing
+    assert f"{token.pk}\talice\tCopilotKit app\t{token.hint}…\tread+decide\t*\tactive\t" in listing
 
     revoked, _ = run("revoke", str(token.pk))
     assert revoked.strip() == f"token {token.pk} 'CopilotKit app' of alice: revoked"
     token.refresh_from_db()
     assert token.revoked_at is not None and list(ApiToken.objects.usable()) == [default]
-    assert f"{token.pk}\talice\tCopilotKit app\t{token.hint}…\tread+decide\trevoked\t" in run("list")[0]
+    assert f"{token.pk}\talice\tCopilotKit app\t{token.hint}…\tread+decide\t*\trevoked\t" in run("list")[0]
 
 
 def test_bad_requests_are_refused_and_issue_nothing(django_user_model):

@@ -17,6 +17,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from harness_site.asgi import application
+from runs.models import Membership, TeamRole
+from runs.protocol import CLOSE_NOT_FOUND
 from tests.support import factories
 from tests.support.browser import log_in
 
@@ -129,3 +131,34 @@ def test_a_logged_out_sessions_socket_closes_in_the_browser(live_stack, operator
     expect(other_tab).to_have_url(f"{live_stack.base_url}/login/")
 
     expect(page.locator("body")).to_have_attribute("data-live-status", "logged-out")
+
+
+async def test_a_member_removed_from_the_team_while_watching_loses_the_execution_and_its_requests(
+    logged_in, settings, django_user_model
+):
+    settings.HARNESS_SOCKET_SESSION_CHECK_SECONDS = 0.2
+    settings.HARNESS_SOCKET_REFRESH_SECONDS = 0.2
+
+    def approver_and_waiting_execution():
+        Membership.objects.filter(user__username="sessions").update(role=TeamRole.APPROVER)
+        return factories.suspended_execution().execution
+
+    execution = await sync_to_async(approver_and_waiting_execution)()
+    timeline = await open_socket(logged_in, f"/ws/executions/{execution.pk}/")
+    await timeline.send_json_to({"type": "subscribe", "after": None})
+    assert (await timeline.receive_json_from(timeout=10))["type"] == "status"
+    approvals = await open_socket(logged_in, "/ws/approvals/")
+    await approvals.send_json_to({"type": "subscribe"})
+    assert (await approvals.receive_json_from(timeout=10))["count"] == 2
+
+    await sync_to_async(Membership.objects.filter(user__username="sessions").delete)()
+
+    # At the next session check the timeline closes as for an execution that does not exist ...
+    frame = await timeline.receive_json_from(timeout=10)
+    while frame["type"] != "error":
+        frame = await timeline.receive_json_from(timeout=10)
+    assert frame["code"] == "not_found"
+    assert await timeline.receive_output(timeout=10) == {"type": "websocket.close", "code": CLOSE_NOT_FOUND}
+    # ... and at the next refresh the badge's socket counts none of the team's requests.
+    assert await approvals.receive_json_from(timeout=10) == {"type": "approvals", "count": 0, "requests": []}
+    await approvals.disconnect()

@@ -6,6 +6,7 @@ use it) fails `test_every_url_has_a_scoping_decision`. Re-run on PostgreSQL (tes
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,10 +17,15 @@ from asgiref.sync import sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission
+from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from pydantic_ai.messages import ToolCallPart
 
+from agui_api import issuing
+from agui_api.models import ApiToken
 from observers.routing import websocket_urlpatterns
-from runs.models import AgentProfile, BulkOperation, SavedView, Team, TeamRole
+from runs.models import AgentProfile, BulkOperation, Execution, HostPolicy, Membership, SavedView, Team, TeamRole
 from runs.protocol import CLOSE_NOT_FOUND
 from runs.services.lifecycle import executions
 from tests.support import factories
@@ -41,7 +47,10 @@ MEMBERS = ("viewer", "operator", "approver", "admin", "superuser")
 class World:
     team_a: Team
     profile_a: AgentProfile
+    # Waiting on two approvals; `questions` waits on a question alone; `running` runs.
     suspended: factories.Suspended
+    questions: factories.Suspended
+    running: Execution
     run_pk: int
     saved_view_pk: int
     bulk_operation_pk: int
@@ -52,6 +61,13 @@ def world(without_default_membership, django_user_model) -> World:
     team_a = Team.objects.get_or_create(name="default")[0]
     team_b = Team.objects.create(name="team-b")
     suspended = factories.suspended_execution()
+    questions = factories.suspended_execution(
+        approvals=(),
+        calls=(ToolCallPart("ask", {"question": "Which account?"}, tool_call_id="call-ask"),),
+        questions=("call-ask",),
+        title="questions",
+    )
+    running = factories.make_execution(factories.make_thread("running"))
     run = suspended.run
     factories.append_events(run, [TextMessageContentEvent(message_id="m1", delta="secret of team A")])
     profile_b = AgentProfile.objects.create(name="finance-b", model="demo", team=team_b)
@@ -59,7 +75,9 @@ def world(without_default_membership, django_user_model) -> World:
     owner = django_user_model.objects.create_user("view-owner", password="pw-owner-1")
     view = SavedView.objects.create(user=owner, name="theirs", query="status=waiting")
     operation = BulkOperation.objects.create(user=owner, action="cancel")
-    return World(team_a, suspended.execution.thread.profile, suspended, run.pk, view.pk, operation.pk)
+    return World(
+        team_a, suspended.execution.thread.profile, suspended, questions, running, run.pk, view.pk, operation.pk
+    )
 
 
 @pytest.fixture
@@ -110,7 +128,7 @@ OPERATE = _each(400, viewer=403)
 DECIDE = _each(400, viewer=403, operator=403)
 
 SURFACES: dict[str, Surface | None] = {
-    # Not team data: logging in and out, the health check, the favicon; the admin has its own staff checks.
+    # Not team data: logging in and out, the health check, the favicon. The admin: test_admin_*.
     "login": None,
     "logout": None,
     "health": None,
@@ -156,11 +174,9 @@ SURFACES: dict[str, Surface | None] = {
     "runs:execution_times": Surface(
         "get", lambda w: reverse("runs:execution_times", args=[w.suspended.execution.pk]), _each(200)
     ),
-    # Cancelling a waiting execution is an approver's decision.
+    # An operator cancels; cancelling an execution that waits on approvals refuses them: an approver's decision.
     "runs:cancel_execution": Surface(
-        "post",
-        lambda w: reverse("runs:cancel_execution", args=[w.suspended.execution.pk]),
-        _each(302, viewer=403, operator=403),
+        "post", lambda w: reverse("runs:cancel_execution", args=[w.running.pk]), _each(302, viewer=403)
     ),
     # Any member may download a redacted bundle (this execution still waits, so the export is refused: a redirect).
     "runs:export_bundle": Surface(
@@ -196,14 +212,92 @@ SURFACES: dict[str, Surface | None] = {
 }
 
 
+def _answer_question(w: World) -> dict:
+    return {
+        "checkpoint": w.questions.checkpoint_id,
+        "submission_key": "answer-1",
+        "decision-0-id": "call-ask",
+        "decision-0-choice": "answer",
+        "decision-0-answer": "The savings account.",
+    }
+
+
+def _resume(suspended: Callable[[World], factories.Suspended]) -> Callable[[World], dict]:
+    """An AG-UI resume of the thread's open set whose payloads do not fit: past the role check, a 400."""
+
+    def data(w: World) -> dict:
+        thread = suspended(w).execution.thread
+        return {
+            "threadId": thread.thread_id,
+            "runId": "run-resume",
+            "state": {},
+            "messages": [{"id": "u1", "role": "user", "content": "pay acme"}],
+            "tools": [],
+            "context": [],
+            "resume": [{"interruptId": call, "status": "resolved", "payload": {}} for call in suspended(w).requests],
+        }
+
+    return data
+
+
+# More cases of the URLs above, each on other objects of team A: the role each action needs depends on them.
+VARIANTS: dict[str, tuple[str, Surface]] = {
+    "answer a question": (
+        "runs:approval_decide",
+        Surface(
+            "post",
+            lambda w: reverse("runs:approval_decide", args=[w.questions.execution.pk]),
+            _each(302, viewer=403),
+            _answer_question,
+        ),
+    ),
+    "cancel what waits on approvals": (
+        "runs:cancel_execution",
+        Surface(
+            "post",
+            lambda w: reverse("runs:cancel_execution", args=[w.suspended.execution.pk]),
+            _each(302, viewer=403, operator=403),
+        ),
+    ),
+    "cancel what waits on a question": (
+        "runs:cancel_execution",
+        Surface(
+            "post", lambda w: reverse("runs:cancel_execution", args=[w.questions.execution.pk]), _each(302, viewer=403)
+        ),
+    ),
+    "resume approvals over AG-UI": (
+        "agui:run",
+        Surface(
+            "post",
+            lambda w: reverse("agui:run", args=[w.profile_a.name]),
+            _each(400, viewer=403, operator=403),
+            _resume(lambda w: w.suspended),
+        ),
+    ),
+    "resume a question over AG-UI": (
+        "agui:run",
+        Surface(
+            "post",
+            lambda w: reverse("agui:run", args=[w.profile_a.name]),
+            _each(400, viewer=403),
+            _resume(lambda w: w.questions),
+        ),
+    ),
+}
+CASES = {
+    **{name: (name, surface) for name, surface in SURFACES.items() if surface is not None},
+    **VARIANTS,
+}
+
+
 def test_every_url_has_a_scoping_decision():
     assert _names(get_resolver().url_patterns) == set(SURFACES)
 
 
 @pytest.mark.parametrize("role", ROLES)
-@pytest.mark.parametrize("name", sorted(name for name, surface in SURFACES.items() if surface is not None))
-def test_each_role_gets_what_its_team_role_allows(client, world, user_of, role, name):
-    surface = SURFACES[name]
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_role_gets_what_its_team_role_allows(client, world, user_of, role, case):
+    name, surface = CASES[case]
     client.force_login(user_of(role))
     url = surface.url(world)
     if surface.method == "get":
@@ -212,7 +306,7 @@ def test_each_role_gets_what_its_team_role_allows(client, world, user_of, role, 
         response = client.post(url, json.dumps(surface.data(world)), content_type="application/json")
     else:
         response = client.post(url, surface.data(world))
-    assert response.status_code == surface.expected[role], (name, role)
+    assert response.status_code == surface.expected[role], (case, role)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -255,9 +349,10 @@ def test_lists_show_only_the_users_teams(client, world, user_of, role, django_us
 def test_badge_and_inbox_count_only_what_the_user_may_decide(client, world, user_of, role):
     client.force_login(user_of(role))
     response = client.get(reverse("runs:approvals"))
-    may_decide = role in {"approver", "admin", "superuser"}
-    assert response.context["pending_approvals"] == (2 if may_decide else 0)
-    assert sum(len(group.rows) for group in response.context["groups"]) == (2 if may_decide else 0)
+    # Two approvals for an approver and above, one question for an operator and above.
+    expected = {"approver": 3, "admin": 3, "superuser": 3, "operator": 1}.get(role, 0)
+    assert response.context["pending_approvals"] == expected
+    assert sum(len(group.rows) for group in response.context["groups"]) == expected
 
 
 def test_the_decide_permission_makes_a_member_an_approver_of_their_teams_only(client, world, django_user_model):
@@ -282,16 +377,28 @@ def _as_user(user):
     return app
 
 
+# Every socket route, and what it gives each role on team A's objects (the matrix below asserts each).
+SOCKET_ROUTES = {"ws/executions/<int:pk>/", "ws/threads/", "ws/approvals/", ""}
+
+
+def test_every_socket_route_is_in_the_matrix():
+    assert {str(pattern.pattern) for pattern in websocket_urlpatterns} == SOCKET_ROUTES
+
+
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("role", ["approver", "outsider"])
+@pytest.mark.parametrize("role", ROLES)
 async def test_sockets_answer_another_teams_execution_as_missing_and_count_only_decidable_requests(
     settings, world, user_of, role
 ):
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     user = await sync_to_async(user_of)(role)
+    member = role in MEMBERS
     timeline = WebsocketCommunicator(_as_user(user), f"/ws/executions/{world.suspended.execution.pk}/")
     assert (await timeline.connect())[0]
-    if role == "outsider":
+    if member:
+        await timeline.send_json_to({"type": "subscribe", "after": None})
+        assert (await timeline.receive_json_from(timeout=5))["type"] == "status"
+    else:
         assert (await timeline.receive_json_from(timeout=5))["code"] == "not_found"
         assert (await timeline.receive_output(timeout=5))["code"] == CLOSE_NOT_FOUND
     await timeline.disconnect()
@@ -299,12 +406,173 @@ async def test_sockets_answer_another_teams_execution_as_missing_and_count_only_
     assert (await approvals.connect())[0]
     await approvals.send_json_to({"type": "subscribe"})
     frame = await approvals.receive_json_from(timeout=5)
-    assert frame["count"] == (2 if role == "approver" else 0)
+    # Two approvals for an approver and above, the question for an operator and above.
+    assert frame["count"] == {"approver": 3, "admin": 3, "superuser": 3, "operator": 1}.get(role, 0)
     await approvals.disconnect()
     threads = WebsocketCommunicator(_as_user(user), "/ws/threads/")
     assert (await threads.connect())[0]
     await threads.send_json_to({"type": "subscribe", "threads": [world.suspended.execution.thread_id]})
     first = await threads.receive_json_from(timeout=5)
     # Another team's thread gets no status: the first frame is already `ready`.
-    assert first["type"] == ("thread.status" if role == "approver" else "ready")
+    assert first["type"] == ("thread.status" if member else "ready")
     await threads.disconnect()
+    nowhere = WebsocketCommunicator(_as_user(user), "/ws/executions/-1/")
+    assert (await nowhere.connect())[0]
+    assert (await nowhere.receive_json_from(timeout=5))["code"] == "not_found"
+    await nowhere.disconnect()
+
+
+def _staff(user):
+    """The admin lets staff in (Django's own gate); what they find there is their team role's."""
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+    return user
+
+
+# The teams whose profiles and policies each role administers.
+ADMINISTERS = {"admin": {"default"}, "outsider": {"team-b"}, "superuser": {"default", "team-b"}}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_admin_shows_and_changes_only_the_teams_the_user_administers(client, world, user_of, role):
+    client.force_login(_staff(user_of(role)))
+    profiles = client.get(reverse("admin:runs_agentprofile_changelist"))
+    policies = client.get(reverse("admin:runs_hostpolicy_changelist"))
+    profile_page = client.get(reverse("admin:runs_agentprofile_change", args=[world.profile_a.pk]))
+    policy = executions.current_policy_version(world.team_a).policy
+    policy_page = client.get(reverse("admin:runs_hostpolicy_change", args=[policy.pk]))
+    if role not in ADMINISTERS:
+        assert {profiles.status_code, policies.status_code, profile_page.status_code, policy_page.status_code} == {403}
+        assert client.get(reverse("admin:runs_deferredrequest_changelist")).status_code == 403
+        return
+    teams = ADMINISTERS[role]
+    assert {profile.team.name for profile in profiles.context["cl"].result_list} == teams
+    assert len(profiles.context["cl"].result_list) == AgentProfile.objects.filter(team__name__in=teams).count()
+    assert {policy.team.name for policy in policies.context["cl"].result_list} == teams
+    # Another team's profile or policy is the admin's "does not exist": back to the index.
+    assert profile_page.status_code == policy_page.status_code == (200 if "default" in teams else 302)
+    if policy_page.status_code == 200:
+        # The policy page names the profiles it governs.
+        assert "approvals-test" in policy_page.content.decode()
+    # A new profile goes only to a team the user administers.
+    choices = client.get(reverse("admin:runs_agentprofile_add")).context["adminform"].form.fields["team"].queryset
+    assert {team.name for team in choices} == teams
+    # The records of runs, too: team A's three open requests.
+    requests = client.get(reverse("admin:runs_deferredrequest_changelist")).context["cl"].result_list
+    assert len(requests) == (3 if "default" in teams else 0)
+
+
+def test_a_team_admin_edits_their_profile_and_cannot_move_it_to_another_team(client, world, user_of):
+    client.force_login(_staff(user_of("admin")))
+    form = {"name": "approvals-test", "model": "demo", "instructions": "Be brief.", "base_url": ""}
+    team_b = Team.objects.get(name="team-b")
+    moved = client.post(
+        reverse("admin:runs_agentprofile_change", args=[world.profile_a.pk]), {**form, "team": team_b.pk}
+    )
+    assert moved.status_code == 200 and "Select a valid choice" in moved.content.decode()
+    saved = client.post(
+        reverse("admin:runs_agentprofile_change", args=[world.profile_a.pk]), {**form, "team": world.team_a.pk}
+    )
+    assert saved.status_code == 302
+    world.profile_a.refresh_from_db()
+    assert (world.profile_a.instructions, world.profile_a.team_id) == ("Be brief.", world.team_a.pk)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_roles_are_django_permissions_on_their_teams_objects(world, user_of, role):
+    user = user_of(role)
+    execution = world.suspended.execution
+    rank = {"viewer": 1, "operator": 2, "approver": 3, "admin": 4, "superuser": 4}.get(role, 0)
+    assert user.has_perm("runs.view_execution", execution) == (rank >= 1)
+    assert user.has_perm("runs.add_execution", execution) == (rank >= 2)
+    assert user.has_perm("runs.decide_deferred", execution) == (rank >= 3)
+    assert user.has_perm("runs.change_agentprofile", world.profile_a) == (rank >= 4)
+    # Without an object only a team admin's admin-site permissions: never a decision in every team.
+    assert user.has_perm("runs.decide_deferred") == (role == "superuser")
+    assert user.has_perm("runs.change_agentprofile") == (role in ADMINISTERS)
+
+
+def test_teams_are_a_superusers_and_a_clashing_policy_name_is_a_clear_error(client, world, user_of):
+    client.force_login(_staff(user_of("admin")))
+    assert client.get(reverse("admin:runs_team_add")).status_code == 403
+    client.force_login(user_of("superuser"))
+    clash = client.post(
+        reverse("admin:runs_team_add"),
+        {"name": "default", "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"},
+    )
+    assert clash.status_code == 200
+    assert "already exists" in clash.content.decode()
+    HostPolicy.objects.filter(team__name="team-b").update(name="finance")
+    refused = client.post(
+        reverse("admin:runs_team_add"),
+        {"name": "finance", "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"},
+    )
+    assert "A host policy named &#x27;finance&#x27; already exists (of team team-b)" in refused.content.decode()
+    assert not Team.objects.filter(name="finance").exists()
+    created = client.post(
+        reverse("admin:runs_team_add"),
+        {"name": "support", "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"},
+    )
+    assert created.status_code == 302
+    # The new team's policy exists, named after it, for its admins to edit.
+    assert HostPolicy.objects.get(team__name="support").name == "support"
+
+
+NO_MESSAGE = {"threadId": "thread-x", "runId": "run-x", "state": {}, "messages": [], "tools": [], "context": []}
+
+
+def _bearer(secret: str) -> dict[str, str]:
+    return {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_narrowed_to_a_team_acts_only_there(client, world, django_user_model):
+    team_b = Team.objects.get(name="team-b")
+    user = factories.member(django_user_model, "both", world.team_a, TeamRole.OPERATOR)
+    Membership.objects.create(user=user, team=team_b, role=TeamRole.OPERATOR)
+    narrowed = _bearer(factories.token_for(user, team=team_b))
+    wide = _bearer(factories.token_for(user, name="wide"))
+    run_a = reverse("agui:run", args=[world.profile_a.name])
+    run_b = reverse("agui:run", args=["finance-b"])
+    events_a = reverse("agui:execution-events", args=[world.suspended.execution.pk])
+
+    def post(url, headers):
+        return client.post(url, json.dumps(NO_MESSAGE), content_type="application/json", **headers)
+
+    # Past the profile and role checks, a body without a user message is a 400; outside the team, no such profile.
+    assert (post(run_a, narrowed).status_code, post(run_b, narrowed).status_code) == (404, 400)
+    assert post(run_a, wide).status_code == 400
+    refused = client.get(events_a, **narrowed)
+    assert (refused.status_code, json.loads(refused.content)["error"]) == (404, "not_found")
+    assert client.get(events_a, **wide).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_of_a_removed_member_acts_nowhere(client, world, django_user_model):
+    user = factories.member(django_user_model, "leaver", world.team_a, TeamRole.APPROVER)
+    headers = _bearer(factories.token_for(user, team=world.team_a))
+    run_a = reverse("agui:run", args=[world.profile_a.name])
+    events_a = reverse("agui:execution-events", args=[world.suspended.execution.pk])
+    Membership.objects.filter(user=user).delete()
+    posted = client.post(run_a, json.dumps(NO_MESSAGE), content_type="application/json", **headers)
+    assert (posted.status_code, json.loads(posted.content)["error"]) == (404, "unknown_profile")
+    assert client.get(events_a, **headers).status_code == 404
+
+
+def test_a_token_is_narrowed_only_to_a_team_of_its_user(world, django_user_model, admin_client):
+    user = factories.member(django_user_model, "a-only", world.team_a, TeamRole.OPERATOR)
+    team_b = Team.objects.get(name="team-b")
+    with pytest.raises(ValidationError, match="not a member of team team-b"):
+        issuing.issue(ApiToken(user=user, name="x", team=team_b), issuer=None)
+    with pytest.raises(CommandError, match="not a member of team team-b"):
+        call_command("harness_token", "issue", "a-only", "--name", "x", "--team", "team-b")
+    with pytest.raises(CommandError, match="no team 'nope'"):
+        call_command("harness_token", "issue", "a-only", "--name", "x", "--team", "nope")
+    refused = admin_client.post(
+        reverse("admin:agui_api_apitoken_add"),
+        {"user": user.pk, "name": "x", "scope": "read", "team": team_b.pk, "expires_at_0": "2099-01-01"},
+    )
+    assert "not a member of team team-b" in refused.content.decode()
+    assert not ApiToken.objects.exists()
+    call_command("harness_token", "issue", "a-only", "--name", "x", "--team", "default", stdout=io.StringIO())
+    assert ApiToken.objects.get().team == world.team_a

@@ -13,12 +13,14 @@ from django.utils import timezone
 from agui_api import issuing
 from agui_api.models import NAME_MAX_LENGTH, ApiToken, TokenScope
 from runs.checks import MAX_TOKEN_DAYS
+from runs.models import Team
 from runs.terminal_text import printable
 
 
 class Command(BaseCommand):
     help = (
-        "API tokens of the AG-UI endpoint. `issue USER --name NAME [--scope read|read+decide] [--days N]` prints "
+        "API tokens of the AG-UI endpoint. `issue USER --name NAME [--scope read|read+decide] [--team TEAM] "
+        "[--days N]` prints "
         "the new secret alone on stdout (once: only its hash is kept) and what it is on stderr; `list [--user USER]`; "
         "`revoke ID...`."
     )
@@ -35,6 +37,9 @@ class Command(BaseCommand):
             help="read: watch event streams; read+decide: also start runs and answer interrupts (default: read)",
         )
         issue.add_argument(
+            "--team", help="act only in this team of the user (default: in every team of the user)", metavar="TEAM"
+        )
+        issue.add_argument(
             "--days",
             type=int,
             default=settings.HARNESS_API_TOKEN_DAYS,
@@ -48,13 +53,13 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         if action == "issue":
-            self._issue(options["username"], options["name"], options["scope"], options["days"])
+            self._issue(options["username"], options["name"], options["scope"], options["days"], options["team"])
         elif action == "list":
             self._list(options["user"])
         else:
             self._revoke(options["ids"])
 
-    def _issue(self, username: str, name: str, scope: str, days: int) -> None:
+    def _issue(self, username: str, name: str, scope: str, days: int, team_name: str | None) -> None:
         if not 1 <= days <= MAX_TOKEN_DAYS:
             raise CommandError(f"--days must be from 1 to {MAX_TOKEN_DAYS}, not {days}.")
         if not name.strip() or len(name) > NAME_MAX_LENGTH:
@@ -62,26 +67,35 @@ class Command(BaseCommand):
         user = _user(username)
         if not user.is_active:
             raise CommandError(f"User {username!r} is inactive: a token of theirs would not authenticate.")
-        token = ApiToken(user=user, name=name, scope=scope, expires_at=timezone.now() + timedelta(days=days))
+        team = None
+        if team_name is not None:
+            team = Team.objects.filter(name=team_name).first()
+            if team is None:
+                raise CommandError(f"There is no team {team_name!r}; nothing was issued.")
+            if problem := issuing.team_problem(user, team):
+                raise CommandError(f"{problem} Nothing was issued.")
+        expires_at = timezone.now() + timedelta(days=days)
+        token = ApiToken(user=user, name=name, scope=scope, team=team, expires_at=expires_at)
         secret = issuing.issue(token, issuer=None)
         expires = f"{token.expires_at:%Y-%m-%d %H:%M %Z}"
         self.stderr.write(
-            f"Issued API token {token.pk} {name!r} for {username}: scope {scope}, expires {expires}. Copy the secret "
+            f"Issued API token {token.pk} {name!r} for {username}: scope {scope}, "
+            f"{f'team {team} only' if team else 'every team of the user'}, expires {expires}. Copy the secret "
             "now; it is not shown again. Send it as 'Authorization: Bearer <token>'."
         )
         self.stdout.write(secret)
 
     def _list(self, username: str | None) -> None:
-        tokens = ApiToken.objects.select_related("user").order_by("pk")
+        tokens = ApiToken.objects.select_related("user", "team").order_by("pk")
         if username is not None:
             tokens = tokens.filter(user=_user(username))
-        self.stdout.write("id\tuser\tname\thint\tscope\tstate\texpires\tlast used")
+        self.stdout.write("id\tuser\tname\thint\tscope\tteam\tstate\texpires\tlast used")
         for token in tokens:
             state = "revoked" if token.revoked_at else "expired" if token.expired else "active"
             used = f"{token.last_used_at:%Y-%m-%d %H:%M}" if token.last_used_at else "never"
             self.stdout.write(
-                f"{token.pk}\t{token.user}\t{printable(token.name)}\t{token.hint}…\t{token.scope}\t{state}\t"
-                f"{token.expires_at:%Y-%m-%d %H:%M}\t{used}"
+                f"{token.pk}\t{token.user}\t{printable(token.name)}\t{token.hint}…\t{token.scope}\t"
+                f"{token.team or '*'}\t{state}\t{token.expires_at:%Y-%m-%d %H:%M}\t{used}"
             )
 
     def _revoke(self, ids: list[int]) -> None:

@@ -13,12 +13,15 @@ from . import (
     starts,
 )
 from .approvals import (
+    ANSWER_REFUSED,
     CANCEL_MESSAGE,
     EXPIRY_MESSAGE,
     MAX_MESSAGE_CHARS,
     MAX_VALUE_BYTES,
     Answer,
     SubmissionRejected,
+    answer_role,
+    answerable_requests,
     args_digest,
     can_decide,
     expire_overdue_requests,
@@ -34,6 +37,7 @@ from .executions import create_thread, current_policy_version
 from .starts import MAX_KEY_LENGTH
 
 __all__ = (
+    "ANSWER_REFUSED",
     "CANCEL_MESSAGE",
     "EXPIRY_MESSAGE",
     "MAX_CHILD_DEPTH",
@@ -42,6 +46,8 @@ __all__ = (
     "MAX_VALUE_BYTES",
     "Answer",
     "SubmissionRejected",
+    "answer_role",
+    "answerable_requests",
     "approvals",
     "args_digest",
     "bulk_operations",

@@ -8,6 +8,9 @@ recorded (who, when, each verdict, the exact arguments approved and their keyed 
 the set hands the execution service the `DeferredToolResume` built here from every recorded answer, which
 enqueues the resuming Run. The resuming Run still runs under the current policy and the engine's own
 checks; an approval recorded here is never permission to replay a call.
+
+Who answers (`answer_role`): a set holding an approval needs the approver role in the thread's team; a set of
+questions and external results only the operator role, who may start the work anyway.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import dataclasses
 import json
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, TypeGuard
@@ -24,7 +27,7 @@ from typing import Any, Final, TypeGuard
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
-from django.db.models import F, QuerySet
+from django.db.models import Exists, F, OuterRef, QuerySet
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 from pydantic import ValidationError
@@ -41,6 +44,7 @@ from runs.models import (
     ExecutionStatus,
     JournalEntry,
     Run,
+    TeamRole,
     Verdict,
 )
 from runs.services.lifecycle.executions import resume_execution
@@ -58,6 +62,10 @@ MAX_VALUE_BYTES: Final = 64 * 1024
 MAX_MESSAGE_CHARS: Final = 4000
 EXPIRY_MESSAGE: Final = "No answer arrived before the approval timeout; the host denied this call."
 CANCEL_MESSAGE: Final = "The execution was cancelled while this call waited for an answer."
+ANSWER_REFUSED: Final = (
+    "Your role in the thread's team does not allow answering these requests: approvals need the approver role, "
+    "questions and external results the operator role."
+)
 ARGS_DIGEST_SALT: Final = "runs.decision.args_digest.v1"
 
 ALLOWED_VERDICTS: Final[Mapping[str, frozenset[str]]] = {
@@ -128,9 +136,32 @@ def tool_parameters_schema(tool_name: str) -> dict[str, Any] | None:
     return tool.tool_def.parameters_json_schema if tool is not None else None
 
 
+def answer_role(requests: Iterable[DeferredRequest]) -> TeamRole:
+    """The role that answers a set of `requests`: an approval is an approver's decision; questions and external
+    results are an operator's, like the prompts that started the work."""
+    if any(request.kind == DeferredKind.APPROVAL for request in requests):
+        return access.ACTION_ROLES[access.Action.DECIDE]
+    return access.ACTION_ROLES[access.Action.ANSWER]
+
+
 def can_decide(user: User | AnonymousUser, execution: Execution) -> TypeGuard[User]:
-    """Whether `user` may answer the requests of `execution`: an approver of its thread's team."""
-    return access.can(user, access.Action.DECIDE, execution)
+    """Whether `user` may answer the open set of `execution` (an empty one: as an operator) in its thread's team."""
+    role = access.role_in(user, access.team_of(execution))
+    return role is not None and role >= answer_role(pending_requests(execution))
+
+
+def answerable_requests(user: User | AnonymousUser) -> QuerySet[DeferredRequest]:
+    """The open requests whose set `user` may answer: what the inbox, the nav badge and the approvals socket count."""
+    requests = open_requests()
+    approval_in_set = DeferredRequest.objects.filter(
+        execution_id=OuterRef("execution_id"),
+        checkpoint_id=OuterRef("checkpoint_id"),
+        status=DeferredStatus.PENDING,
+        kind=DeferredKind.APPROVAL,
+    )
+    decided = access.scoped(requests, user, access.ACTION_ROLES[access.Action.DECIDE])
+    answered = access.scoped(requests.exclude(Exists(approval_in_set)), user, access.ACTION_ROLES[access.Action.ANSWER])
+    return decided | answered
 
 
 def pending_requests(execution: Execution) -> list[DeferredRequest]:
@@ -176,7 +207,7 @@ def submit_decisions(
     """Record the operator part of a set, complete, and start the resuming Run once no Host-managed child's
     request is left open; `SubmissionRejected` changes nothing."""
     if not can_decide(user, execution):
-        raise PermissionDenied("Answering deferred requests needs the approver role in the thread's team.")
+        raise PermissionDenied(ANSWER_REFUSED)
     if not key or len(key) > 100:
         raise SubmissionRejected("The form has no valid submission key; reload the page.", code="key_missing")
     try:

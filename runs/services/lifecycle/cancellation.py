@@ -4,10 +4,11 @@ A running (or queued, recovering) execution is asked to stop: the worker cancels
 heartbeat. If the run suspends for answers before a heartbeat saw the request, the request is dropped and
 recorded (`DroppedCancelRequest`): stopping a waiting execution is a decision, and a request made while it
 ran must not stop the run that resumes it after an approver's answer. A waiting execution ends at once, and
-since that refuses the calls it waits on, it needs the same `runs.decide_deferred` permission as answering
-them: its open set is recorded as decisions `cancelled` by the user (a decision item in the timeline, rows in
-the audit), and nothing resumes. Cancelling an execution cancels its Host-managed children too (by the same
-user), and a child that ends cancelled answers its parent's call with a failure (see `children`).
+since that refuses the calls it waits on, it needs the role that answers them (`answer_role`: an approver's when
+the set holds an approval, else an operator's): its open set is recorded as decisions `cancelled` by the user (a
+decision item in the timeline, rows in the audit), and nothing resumes. Cancelling an execution cancels its
+Host-managed children too (by the same user), and a child that ends cancelled answers its parent's call with a
+failure (see `children`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from runs.models import (
 )
 
 from ..timeline.publishing import publish_execution_status
-from .approvals import can_decide, pending_requests, record_cancellation
+from .approvals import ANSWER_REFUSED, can_decide, pending_requests, record_cancellation
 from .children import answer_parent
 
 __all__ = ("cancel_execution", "drop_unseen_request")
@@ -39,7 +40,7 @@ def cancel_execution(execution: Execution, *, user: User | AnonymousUser | None)
     """Cancel, or ask to cancel, an active execution; False when it had already ended.
 
     `user` is the person asking (None: the host itself, e.g. a command). `PermissionDenied` for a waiting
-    execution and a user who is not an approver in its team, before anything changes.
+    execution whose open set the user may not answer, before anything changes.
     """
     cancelled_by = user if user is not None and user.is_authenticated else None
     with transaction.atomic():
@@ -49,7 +50,7 @@ def cancel_execution(execution: Execution, *, user: User | AnonymousUser | None)
             return False
         waiting = locked.status == ExecutionStatus.WAITING
         if waiting and user is not None and not can_decide(user, execution):
-            raise PermissionDenied("Cancelling a waiting execution needs the approver role in the thread's team.")
+            raise PermissionDenied(f"Cancelling a waiting execution refuses what it waits on. {ANSWER_REFUSED}")
         now = timezone.now()
         changes: dict[str, Any] = {"cancel_requested": True, "cancelled_by": cancelled_by, "cancelled_at": now}
         if waiting:

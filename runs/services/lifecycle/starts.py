@@ -3,8 +3,8 @@
 Each rendered form carries a one-time submission key. The key's row is inserted first, in the same
 transaction as what the post creates, so the database's unique key decides between two posts of the same
 form: the repeat creates nothing and gets what the first post created (`Started.repeated`). A refused post
-(`StartRefused`, `ExecutionBusy`, a checkpoint error) rolls back together with its key, so it can be fixed
-and posted again.
+(`StartRefused`, `ExecutionBusy`, `StartLimited`, a checkpoint error) rolls back together with its key, so it can
+be fixed (or waited out) and posted again.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 
 from runs.models import AgentProfile, Checkpoint, Execution, StartSubmission, Thread
 
+from ..store.start_limits import count_start
 from .executions import ExecutionBusy, ReadOnlyThread, create_thread, start_execution
 from .forks import fork_thread
 
@@ -46,6 +47,8 @@ def new_thread(key: str, user: Any, *, profile: AgentProfile, title: str, input:
     """A new thread, and its first execution when `input` is given."""
 
     def create() -> tuple[Thread, Execution | None]:
+        if input:
+            count_start(user.pk)
         thread = create_thread(profile, title=title)
         return thread, start_execution(thread, input, user=user) if input else None
 
@@ -54,7 +57,12 @@ def new_thread(key: str, user: Any, *, profile: AgentProfile, title: str, input:
 
 def new_execution(key: str, user: Any, *, thread: Thread, input: str) -> Started:
     """The thread's next execution; `ExecutionBusy` if it still has an active one."""
-    return _once(key, user, lambda: (thread, start_execution(thread, input, user=user)))
+
+    def create() -> tuple[Thread, Execution | None]:
+        count_start(user.pk)
+        return thread, start_execution(thread, input, user=user)
+
+    return _once(key, user, create)
 
 
 def fork(key: str, user: Any, *, checkpoint: Checkpoint, title: str) -> Started:

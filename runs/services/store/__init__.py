@@ -4,7 +4,7 @@ Leases, row inserts, the journal and checkpoints; the RQ queue; login sessions r
 saved views; policy versions, the tool registry, model providers and the agent a run builds from them.
 """
 
-from . import access, bundle_format, checkpoints, journal, leases, policy, queueing, saved_views, toolbox
+from . import access, bundle_format, checkpoints, journal, leases, policy, queueing, saved_views, start_limits, toolbox
 from .login_sessions import session_store, session_user_pk
 from .policy import (
     POLICY_VERSION_FIELDS,
@@ -16,12 +16,14 @@ from .policy import (
 )
 from .providers import DEMO_MODEL, PROVIDERS, ModelChoice, base_url_problem, model_problems, profile_key_variable
 from .queueing import queue_reachable
+from .start_limits import StartLimited
 
 __all__ = (
     "DEMO_MODEL",
     "POLICY_VERSION_FIELDS",
     "PROVIDERS",
     "ModelChoice",
+    "StartLimited",
     "access",
     "approval_capability",
     "approval_reason",
@@ -41,5 +43,6 @@ __all__ = (
     "saved_views",
     "session_store",
     "session_user_pk",
+    "start_limits",
     "toolbox",
 )

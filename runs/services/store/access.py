@@ -44,6 +44,7 @@ __all__ = (
     "Action",
     "can",
     "get_visible_or_404",
+    "is_scoped",
     "role_in",
     "scoped",
     "team_of",
@@ -51,6 +52,7 @@ __all__ = (
     "visible_profiles",
     "visible_threads",
     "visible_users",
+    "within_team",
 )
 
 DECIDE_PERMISSION = "runs.decide_deferred"
@@ -64,6 +66,7 @@ class Action(StrEnum):
     START = "start"
     FORK = "fork"
     CANCEL = "cancel"
+    ANSWER = "answer"
     DECIDE = "decide"
     ADMINISTER = "administer"
 
@@ -73,6 +76,8 @@ ACTION_ROLES: dict[Action, TeamRole] = {
     Action.START: TeamRole.OPERATOR,
     Action.FORK: TeamRole.OPERATOR,
     Action.CANCEL: TeamRole.OPERATOR,
+    # Questions and external results; approvals are `DECIDE`.
+    Action.ANSWER: TeamRole.OPERATOR,
     Action.DECIDE: TeamRole.APPROVER,
     Action.ADMINISTER: TeamRole.ADMIN,
 }
@@ -122,6 +127,13 @@ def scoped(queryset: QuerySet[M], user: User, minimum: TeamRole = TeamRole.VIEWE
     return queryset.filter(**{f"{_TEAM_PATHS[queryset.model]}__in": _team_ids(user, minimum)})
 
 
+def within_team(queryset: QuerySet[M], team: int | None) -> QuerySet[M]:
+    """The rows of `queryset` in team `team` (all of them for None): what a credential narrowed to a team sees."""
+    if team is None:
+        return queryset
+    return queryset.filter(**{_TEAM_PATHS[queryset.model]: team})
+
+
 def visible_threads(user: User) -> QuerySet[Thread]:
     return scoped(Thread.objects.all(), user)
 
@@ -149,6 +161,11 @@ def get_visible_or_404(queryset: QuerySet[M], user: User, **lookup: Any) -> M:
         return scoped(queryset, user).get(**lookup)
     except ObjectDoesNotExist:
         raise Http404(f"No {queryset.model._meta.verbose_name} matches the given query.") from None
+
+
+def is_scoped(obj: Model) -> bool:
+    """Whether `obj` belongs to a team (its team decides who may see it)."""
+    return type(obj) in _TEAM_PATHS
 
 
 def team_of(obj: Model) -> int:
