@@ -6,10 +6,11 @@ import io
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from runs.demo_profile import ensure_demo_profile
-from runs.models import AgentProfile, Execution, JournalEntry, Run, TimelineEvent, ToolDispatch
-from runs.services.lifecycle import executions
+from runs.models import AgentProfile, BundleMode, Execution, JournalEntry, Run, Thread, TimelineEvent, ToolDispatch
+from runs.services.lifecycle import bundle_export, executions
 from tests.support.bundles import drive
 
 pytestmark = pytest.mark.django_db
@@ -75,6 +76,20 @@ def test_a_profile_without_the_recorded_tool_diverges_at_that_step():
     assert copy.status == "failed" and copy.failure_code == "replay_diverged"
 
 
+def test_the_execution_page_shows_the_replay_and_its_divergence(client, django_user_model):
+    original = recorded("look up REC-7")
+    AgentProfile.objects.filter(pk=ensure_demo_profile().pk).update(instructions="Answer <b>briefly</b>.")
+    assert replay(str(original.pk))[0] == 3
+    copy = Execution.objects.get(replay_of=original)
+    client.force_login(django_user_model.objects.create_user("viewer", password="pw-viewer-1"))
+
+    page = client.get(reverse("runs:execution", args=[copy.pk])).content.decode()
+
+    assert f"#{original.pk}: recorded" in page and reverse("runs:execution", args=[original.pk]) in page
+    assert 'id="replay-divergence"' in page and "at step 1" in page
+    assert "Answer &lt;b&gt;briefly&lt;/b&gt;." in page and "<b>briefly</b>" not in page
+
+
 def test_a_tool_whose_arguments_changed_diverges_on_the_next_request(settings):
     original = recorded("look up REC-7")
     settings.HARNESS_TOOLSETS = ["tests.support.replay_tools.toolset"]
@@ -99,3 +114,95 @@ def test_changed_instructions_diverge_at_the_first_request():
     divergence = Execution.objects.get(replay_of=original).replay_divergence
     assert divergence["step"] == 1 and divergence["kind"] == "request"
     assert "Be terse." in divergence["asked"]
+
+
+def test_a_tool_that_no_longer_exists_is_a_divergence_not_a_crash(settings):
+    original = recorded("look up REC-7")
+    settings.HARNESS_TOOLSETS = ["tests.support.plugin_tools.toolset"]
+
+    code, out = replay(str(original.pk))
+
+    assert code == 3, out
+    divergence = Execution.objects.get(replay_of=original).replay_divergence
+    assert divergence["kind"] == "tool" and "lookup_record" in divergence["expected"]
+    assert divergence["asked"] == "the current agent has no such tool; it offers none"
+
+
+def counts() -> tuple[int, int, int]:
+    return Thread.objects.count(), Execution.objects.count(), JournalEntry.objects.count()
+
+
+@pytest.mark.parametrize(
+    ("spoil", "message"),
+    [
+        (lambda execution: Execution.objects.filter(pk=execution.pk).update(status="running"), "is running"),
+        (
+            lambda execution: JournalEntry.objects.filter(run__execution=execution).update(codec_version=99),
+            "codec version 99",
+        ),
+        (
+            lambda execution: JournalEntry.objects.filter(
+                run__execution=execution, kind__startswith="result."
+            ).delete(),
+            "has no journaled result",
+        ),
+    ],
+    ids=["running", "newer-codec", "no-journal"],
+)
+def test_an_execution_that_cannot_be_replayed_is_refused_and_nothing_is_written(spoil, message):
+    original = recorded("look up REC-7")
+    spoil(original)
+    before = counts()
+
+    code, out = replay(str(original.pk))
+
+    assert code == 1 and "Nothing was replayed" in out and message in out, out
+    assert counts() == before
+
+
+def test_all_since_replays_every_completed_execution_and_fails_if_one_diverges():
+    looked_up, greeted = recorded("look up REC-7"), recorded("hello there")
+    demo = ensure_demo_profile()
+    AgentProfile.objects.create(
+        name="swapped", team=demo.team, model=demo.model, instructions=demo.instructions, enabled_tools=[]
+    )
+    since = looked_up.created_at.date().isoformat()
+
+    assert replay("--all", "--since", since)[0] == 0
+    code, out = replay("--all", "--since", since, "--profile", "swapped")
+
+    assert code == 3, out
+    assert "2 replayed, 1 diverged." in out and "1 of 2 replays diverged." in out
+    assert Execution.objects.filter(replay_of=greeted).count() == 2
+    # Replays are not replayed again: the second pass saw only the two recordings.
+    assert Execution.objects.filter(replay_of__replay_of__isnull=False).count() == 0
+
+
+def test_a_full_bundle_is_replayed_from_a_temporary_copy(tmp_path):
+    original = recorded("look up REC-7 and search for acme")
+    path = tmp_path / "recorded.zip"
+    with path.open("xb") as target:
+        bundle_export.export_bundle(original, target, mode=BundleMode.FULL)
+    # Gone from this Host, as if the bundle came from another one.
+    Thread.objects.filter(pk=original.thread_id).delete()
+    before = counts()
+
+    code, out = replay("--bundle", str(path), "--accept-unsigned")
+
+    assert code == 0, out
+    assert ": equal (" in out and "were not kept" in out
+    assert counts() == before
+
+
+def test_a_redacted_bundle_holds_no_recording(tmp_path):
+    original = recorded("look up REC-7")
+    path = tmp_path / "redacted.zip"
+    with path.open("xb") as target:
+        bundle_export.export_bundle(original, target, mode=BundleMode.REDACTED)
+    Thread.objects.filter(pk=original.thread_id).delete()
+    before = counts()
+
+    code, out = replay("--bundle", str(path), "--accept-unsigned")
+
+    assert code == 1 and "no journaled result" in out, out
+    assert counts() == before

@@ -13,6 +13,7 @@ from django.utils import timezone
 from runs.models import Execution, ExecutionStatus, Team
 from runs.services.lifecycle import bundle_import
 from runs.services.store.bundle_format import BundleError
+from runs.services.timeline import redactor_for
 from runs.services.worker.replay import ReplayOutcome, ReplayRefused, replay_execution
 
 DIVERGED = 3
@@ -62,7 +63,8 @@ class Command(BaseCommand):
             outcome = replay_execution(original, profile=profile)
         except ReplayRefused as exc:
             raise CommandError(f"Nothing was replayed: {exc}.") from exc
-        self.stdout.write(outcome.summary())
+        # The divergence quotes prompts and tool results: masked as the pages show them.
+        self.stdout.write(redactor_for(outcome.replay.policy_version).text(outcome.summary()))
         return outcome
 
     def _many(self, since: datetime.date, profile: str | None) -> list[ReplayOutcome]:
@@ -89,7 +91,7 @@ class Command(BaseCommand):
                 outcomes.append(self._one(transfer.execution, options["profile"]))
                 raise _Discard
         except _Discard:
-            pass
+            self.stdout.write("The bundle's temporary copy and its replay were not kept.")
         except OSError as exc:
             raise CommandError(f"Cannot read {path}: {exc}.") from exc
         except BundleError as exc:
