@@ -88,6 +88,8 @@ def test_the_execution_page_shows_the_replay_and_its_divergence(client, django_u
     assert f"#{original.pk}: recorded" in page and reverse("runs:execution", args=[original.pk]) in page
     assert 'id="replay-divergence"' in page and "at step 1" in page
     assert "Answer &lt;b&gt;briefly&lt;/b&gt;." in page and "<b>briefly</b>" not in page
+    recorded_page = client.get(reverse("runs:execution", args=[original.pk])).content.decode()
+    assert reverse("runs:execution", args=[copy.pk]) in recorded_page and "diverged at step 1" in recorded_page
 
 
 def test_a_tool_whose_arguments_changed_diverges_on_the_next_request(settings):
