@@ -9,9 +9,20 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from runs.demo_profile import ensure_demo_profile
-from runs.models import AgentProfile, BundleMode, Execution, JournalEntry, Run, Thread, TimelineEvent, ToolDispatch
+from runs.models import (
+    AgentProfile,
+    BundleMode,
+    Execution,
+    JournalEntry,
+    Run,
+    TeamRole,
+    Thread,
+    TimelineEvent,
+    ToolDispatch,
+)
 from runs.services.lifecycle import bundle_export, executions
-from tests.support.bundles import drive
+from tests.support import factories
+from tests.support.bundles import drive, ended_tree
 
 pytestmark = pytest.mark.django_db
 
@@ -52,6 +63,22 @@ def test_a_replay_of_an_unchanged_agent_equals_its_original():
     names = sorted(ToolDispatch.objects.filter(run=run).values_list("tool_name", flat=True))
     assert names == sorted(ToolDispatch.objects.filter(run__execution=original).values_list("tool_name", flat=True))
     assert ToolDispatch.objects.count() == dispatched + len(names)
+
+
+def test_executions_that_waited_for_an_approval_and_a_child_replay_equal(django_user_model):
+    approver = factories.member(django_user_model, "approver", ensure_demo_profile().team, TeamRole.APPROVER)
+    parent = ended_tree(approver)
+    child = Execution.objects.get(parent_request__execution=parent)
+    assert parent.runs.count() == 2 and child.runs.count() == 2
+
+    for original in (parent, child):
+        code, out = replay(str(original.pk))
+
+        # One run each: the child's answer and the approved deploy come from the recording, nothing waits.
+        assert code == 0, out
+        copy = Execution.objects.get(replay_of=original)
+        assert copy.runs.count() == 1 and copy.replay_divergence is None
+        assert not Execution.objects.filter(parent_request__execution=copy).exists()
 
 
 def test_a_profile_without_the_recorded_tool_diverges_at_that_step():
