@@ -277,7 +277,7 @@ class Execution(models.Model):
     replay_divergence = models.JSONField(
         null=True,
         blank=True,
-        help_text="A replay's first divergence from its recording: step, kind, expected and asked; null if equal.",
+        help_text="A replay's first divergence: step, kind, expected and asked; null when equal.",
     )
 
     class Meta:
