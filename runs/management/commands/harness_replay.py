@@ -50,6 +50,7 @@ class Command(BaseCommand):
         elif options["all"]:
             outcomes = self._many(options["since"], options["profile"])
         else:
+            assert execution is not None  # the one choice left
             found = Execution.objects.select_related("thread__profile", "thread__team").filter(pk=execution).first()
             if found is None:
                 raise CommandError(f"There is no execution {execution}.")
