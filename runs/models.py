@@ -267,6 +267,19 @@ class Execution(models.Model):
     parent_request = models.OneToOneField(
         "DeferredRequest", null=True, blank=True, on_delete=models.SET_NULL, related_name="child_execution"
     )
+    replay_of = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="replays",
+        help_text="The recorded execution this one replayed with no model (`harness_replay`).",
+    )
+    replay_divergence = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="A replay's first divergence: step, kind, expected and asked; null when equal.",
+    )
 
     class Meta:
         constraints = [

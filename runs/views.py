@@ -340,6 +340,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "policy_version__policy",
             "cancelled_by",
             "parent_request__execution__thread",
+            "replay_of__thread",
         ),
         request.user,
         pk=pk,

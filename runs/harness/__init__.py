@@ -50,6 +50,7 @@ from ._inputs import InputSource, InputTextEvent
 from ._interrupted import INTERRUPTED_TOOL_RESULT, is_unknown_result
 from ._local_shell import LocalShellEnvironment
 from ._recovery import ToolRecoveryMode, tool_call_approved
+from ._replay import Divergence, DivergenceKind, Replay, ReplayDiverged
 from ._result import HarnessRunResult, RunOutcome, RunUsageSummary, SafeFailure, SuspendReason
 from ._run_shell import SHELL_MOUNT, RunShell, ShellInfo, ShellListing, ShellOutput, ShellPage, ShellRefusal
 from ._scripted import Script, scripted_model
@@ -104,6 +105,8 @@ __all__ = (
     "DeferredToolResults",
     "DeferredToolResume",
     "DefinitionError",
+    "Divergence",
+    "DivergenceKind",
     "DynamicEnvironmentCapability",
     "EncodedItem",
     "EnvironmentState",
@@ -122,6 +125,8 @@ __all__ = (
     "InputTextEvent",
     "LocalShellEnvironment",
     "PendingDeferredCalls",
+    "Replay",
+    "ReplayDiverged",
     "RunBindings",
     "RunCleanupError",
     "RunError",

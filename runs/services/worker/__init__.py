@@ -1,7 +1,8 @@
 """The RQ job's run loop, above `lifecycle` (a run's end ends its execution: children started, parent answered):
-lease, stream, batched journal and timeline writes, checkpoints, heartbeat and the result."""
+lease, stream, batched journal and timeline writes, checkpoints, heartbeat and the result; and replays, which run
+that loop in-process with recorded answers instead of a model and tools."""
 
-from . import runner
+from . import replay, runner
 from .batching import BatchWriter
 
-__all__ = ("BatchWriter", "runner")
+__all__ = ("BatchWriter", "replay", "runner")

@@ -22,12 +22,14 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 from django.utils import timezone
 from pydantic_ai import ToolCallPart, ToolDefinition
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelResponse
 
 from runs.harness import (
     CheckpointBoundaries,
     DeferredToolCall,
     DeferredToolResume,
+    ExecutableAgent,
     HarnessError,
     HarnessRunResult,
     HarnessRunResultEvent,
@@ -62,7 +64,7 @@ from ..timeline.projection import RunProjection
 from ..timeline.publishing import publish_approvals_changed, publish_execution_status, worker_sender
 from .batching import BatchWriter
 
-__all__ = ("BoundaryHook", "execute_run")
+__all__ = ("AgentBuilder", "BoundaryHook", "execute_run")
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,14 @@ log = logging.getLogger(__name__)
 # Called after each boundary checkpoint is stored, before the run goes on: a caller's way to watch or stop a
 # run at its durable points (the demo command simulates a crash with one).
 BoundaryHook = Callable[[], None]
+
+# Builds a run's agent with the worker's capabilities added: `build_executable` unless a caller (a replay) brings
+# its own model and tools.
+AgentBuilder = Callable[[Run, list[AbstractCapability[Any]]], ExecutableAgent[Any]]
+
+
+def _from_profile(run: Run, capabilities: list[AbstractCapability[Any]]) -> ExecutableAgent[Any]:
+    return build_executable(run, extra_capabilities=capabilities)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +90,7 @@ class _Start:
     chain: checkpoints.CheckpointChain
 
 
-def execute_run(run_pk: int, *, after_boundary: BoundaryHook | None = None) -> str:
+def execute_run(run_pk: int, *, after_boundary: BoundaryHook | None = None, build: AgentBuilder = _from_profile) -> str:
     """Run a queued Run to its end on this worker; returns a short outcome for the RQ job's result.
 
     `after_boundary` is called after each boundary checkpoint is stored. What it raises ends the run loop
@@ -91,7 +101,7 @@ def execute_run(run_pk: int, *, after_boundary: BoundaryHook | None = None) -> s
         return "skipped: the run is not queued"
     publish_status_now(lease.execution_pk)
     try:
-        return async_to_sync(_drive)(run_pk, lease, after_boundary)
+        return async_to_sync(_drive)(run_pk, lease, after_boundary, build)
     except LeaseLost as exc:
         log.warning("%s", exc)
         return "stopped: lease lost"
@@ -164,18 +174,20 @@ async def _heartbeat(lease: Lease, cancel: _CancelSwitch) -> None:
             cancel()
 
 
-async def _drive(run_pk: int, lease: Lease, after_boundary: BoundaryHook | None) -> str:
+async def _drive(run_pk: int, lease: Lease, after_boundary: BoundaryHook | None, build: AgentBuilder) -> str:
     # The heartbeat starts before anything slow (loading, building the agent) so the lease never lapses.
     cancel = _CancelSwitch()
     heartbeat = asyncio.create_task(_heartbeat(lease, cancel))
     try:
         async with worker_sender():
-            return await _work(run_pk, lease, after_boundary, cancel)
+            return await _work(run_pk, lease, after_boundary, cancel, build)
     finally:
         heartbeat.cancel()
 
 
-async def _work(run_pk: int, lease: Lease, after_boundary: BoundaryHook | None, cancel: _CancelSwitch) -> str:
+async def _work(
+    run_pk: int, lease: Lease, after_boundary: BoundaryHook | None, cancel: _CancelSwitch, build: AgentBuilder
+) -> str:
     try:
         run, start = await sync_to_async(_load)(run_pk)
     except checkpoints.CheckpointError as exc:
@@ -187,7 +199,7 @@ async def _work(run_pk: int, lease: Lease, after_boundary: BoundaryHook | None, 
 
     gate = CheckpointBoundaries(record_dispatch=record_dispatch)
     try:
-        executable = build_executable(run, extra_capabilities=[gate])
+        executable = build(run, [gate])
         stream = executable.stream(
             start.input,
             bindings=RunBindings(),
