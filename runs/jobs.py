@@ -1,7 +1,11 @@
-"""RQ entry points (thin): the work lives in runs.services."""
+"""RQ entry points (thin): the work lives in runs.services.
+
+Coroutines: the Host's worker (runs/worker/) runs many of them on one event loop; RQ's own workers run each on
+a loop of its own.
+"""
 
 from runs.services.worker import runner
 
 
-def execute_run(run_pk: int) -> str:
-    return runner.execute_run(run_pk)
+async def execute_run(run_pk: int) -> str:
+    return await runner.aexecute_run(run_pk)
