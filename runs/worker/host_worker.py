@@ -42,7 +42,7 @@ from runs.services.worker import loop_lag
 
 from .slots import JobSlots
 
-__all__ = ("LOOP_LAG_FIELD", "HostWorker")
+__all__ = ("HostWorker",)
 
 RETRY_FOREVER = -1
 BACKOFF_BASE_SECONDS = 0.25
@@ -50,8 +50,6 @@ BACKOFF_CAP_SECONDS = 5.0
 # On the way out (idle worker stopped), a stop during an outage gives up on Redis after this many tries.
 RETRIES_WHEN_STOPPING = 2
 JOB_MONITORING_INTERVAL_SECONDS = 10
-# The field of the worker's registration that holds the worst loop lag (seconds) since its previous heartbeat.
-LOOP_LAG_FIELD = "loop_lag"
 
 
 class HostWorker(BaseWorker):
@@ -96,7 +94,7 @@ class HostWorker(BaseWorker):
             self._register_again()
         super().heartbeat(timeout, pipeline)
         connection = pipeline if pipeline is not None else self.connection
-        connection.hset(self.key, LOOP_LAG_FIELD, f"{loop_lag.take_worst():.3f}")
+        connection.hset(self.key, loop_lag.REGISTRATION_FIELD, f"{loop_lag.take_worst():.3f}")
 
     def _register_again(self) -> None:
         """Write the registration a restarted Redis lost (RQ's `register_birth` refuses a key that exists)."""

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import logging
 
-__all__ = ("WARN_SECONDS", "note", "take_worst")
+__all__ = ("REGISTRATION_FIELD", "WARN_SECONDS", "note", "take_worst")
 
 log = logging.getLogger(__name__)
 
 # Well above a busy loop's normal jitter, well below the third of a lease that a heartbeat may use up.
 WARN_SECONDS = 0.5
+
+# The field of the worker's RQ registration (a Redis hash) that holds it, in seconds.
+REGISTRATION_FIELD = "loop_lag"
 
 _worst = 0.0
 
