@@ -147,12 +147,12 @@ def test_sigterm_stops_taking_jobs_and_lets_the_runs_in_flight_finish(paced):
         queue = Queue("default", connection=connection(), serializer=SERIALIZER)
         wait_until(lambda: leased() == 10 and queue.count == 0, timeout=60, what="every run taken by the worker")
         worker.process.send_signal(signal.SIGTERM)
+        wait_until(lambda: "stopping; taking no more jobs" in worker.log(), timeout=30, what="the worker stopping")
         later = start(3, "wait 1")
         worker.process.wait(timeout=120)
     finally:
         worker.stop()
 
-    assert "stopping; taking no more jobs" in worker.log()
     for execution in first:
         assert [run.status for run in execution.runs.all()] == [RunStatus.COMPLETED]
         assert_contiguous(execution)
