@@ -33,10 +33,11 @@ QUICK_SIZES = "1k"
 REPEATS = 5
 # A smoke run of the suite itself: fewer repetitions, so the test suite can afford it.
 QUICK_REPEATS = 3
-SQLITE_BENCHMARKS = ("hosting", "observer", "journal", "replay", "live", "viewers", "browser")
+SQLITE_BENCHMARKS = ("hosting", "observer", "journal", "replay", "live", "viewers", "browser", "concurrency")
 POSTGRES_BENCHMARKS = ("journal",)
-# Hundreds of websocket clients are no smoke test: `--quick` leaves these out unless `--only` names them.
-FULL_ONLY = frozenset({"viewers"})
+# Hundreds of websocket clients, or a hundred paced executions, are no smoke test: `--quick` leaves these out
+# unless `--only` names them.
+FULL_ONLY = frozenset({"viewers", "concurrency"})
 # redis-py 8 reads with a 5 s socket timeout, the same as channels-redis's blocking BZPOPMIN: a consumer whose
 # channel stays idle that long (e.g. during a long replay) can lose the race and die with close code 1011.
 # The benchmarks raise the timeout so they can measure at all; see bench/findings.md.

@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...]]] = {
     "live": ("bench.live", ()),
     "browser": ("bench.browser", ()),
     "viewers": ("bench.viewers", ()),
+    "concurrency": ("bench.concurrency", ()),
 }
 
 

@@ -23,6 +23,7 @@ from rq import Worker
 
 from runs.services.recovery import last_passes
 from runs.services.store import queue_reachable
+from runs.services.worker import loop_lag
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +70,20 @@ def _down(part: str, error: Exception, *, unreachable: bool) -> Check:
 
 
 def _workers() -> Check:
-    count = _worker_count()
-    if count is None:
+    """Live workers, and how late their event loops woke the runs' heartbeats (the worst since each one's last
+    heartbeat): a worker whose loop lags is starving its runs. Lag alone does not fail the check."""
+    try:
+        connection = get_connection("default")
+        keys = Worker.all_keys(connection=connection)
+        lags = [float(connection.hget(key, loop_lag.REGISTRATION_FIELD) or 0) for key in keys]
+    except RedisError:
         return UNKNOWN
-    return {"status": "ok" if count else "none", "count": count}
+    return {
+        "status": "ok" if keys else "none",
+        "count": len(keys),
+        "loop_lag": max(lags, default=0.0),
+        "lagging": sum(lag > loop_lag.WARN_SECONDS for lag in lags),
+    }
 
 
 def _sweeper() -> Check:

@@ -247,7 +247,7 @@ HARNESS_BULK_MAX_ITEMS = env.integer("HARNESS_BULK_MAX_ITEMS", 1000)
 RQ_QUEUES: dict[str, dict[str, Any]] = {
     "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600, "SERIALIZER": "rq.serializers.JSONSerializer"},
 }
-# The Host's worker preloads the job code before forking work-horses (see runs/worker.py); django-rq keeps its
+# The Host's worker runs many jobs at once on one event loop (see runs/worker/); django-rq keeps its
 # default on_db_commit mode, so jobs are enqueued only once the rows they read are committed.
 RQ = {"WORKER_CLASS": "runs.worker.HostWorker", "JOB_CLASS": "runs.services.store.queued_jobs.HostJob"}
 
@@ -257,6 +257,10 @@ HARNESS_HEALTH_SWEEPER_STALE_SECONDS = env.number("HARNESS_HEALTH_SWEEPER_STALE_
 HARNESS_HEALTH_QUEUE_LIMIT = env.integer("HARNESS_HEALTH_QUEUE_LIMIT", 1000)
 # How long after a run died the sweeper starts its recovery run; doubled with every further attempt, at most 60 s.
 HARNESS_RECOVERY_BACKOFF_SECONDS = env.number("HARNESS_RECOVERY_BACKOFF_SECONDS", 1.0)
+# The worker (runs/worker/): how many runs one process drives at once on its event loop, and how long a stopping
+# worker lets them go on before it gives up their leases to the sweeper (below supervisord's stopwaitsecs).
+HARNESS_RUNS_PER_WORKER = env.integer("HARNESS_RUNS_PER_WORKER", 50)
+HARNESS_WORKER_GRACE_SECONDS = env.number("HARNESS_WORKER_GRACE_SECONDS", 15.0)
 
 # Plug-ins, as dotted paths resolved with import_string (docs/models-and-tools.md): the tool sets whose tools
 # agent profiles may enable, comma-separated, each a pydantic-ai FunctionToolset or a function returning one;

@@ -81,6 +81,8 @@ RULES: dict[str, Whole | Seconds | Flag | Addresses] = {
     "HARNESS_HEALTH_QUEUE_LIMIT": Whole(0),
     "HARNESS_BULK_MAX_ITEMS": Whole(1),
     "HARNESS_RECOVERY_BACKOFF_SECONDS": Seconds(zero_allowed=True),
+    "HARNESS_RUNS_PER_WORKER": Whole(1),
+    "HARNESS_WORKER_GRACE_SECONDS": Seconds(zero_allowed=True),
     "AGUI_MAX_BODY_BYTES": Whole(1),
     "HARNESS_API_TOKEN_DAYS": Whole(1, MAX_TOKEN_DAYS),
     "HARNESS_WEBHOOK_TIMEOUT_SECONDS": Seconds(),

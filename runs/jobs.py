@@ -1,11 +1,15 @@
-"""RQ entry points (thin): the work lives in runs.services."""
+"""RQ entry points (thin): the work lives in runs.services.
+
+Coroutines: the Host's worker (runs/worker/) runs many of them on one event loop; RQ's own workers run each on
+a loop of its own.
+"""
 
 from runs.services.lifecycle import bulk_operations
 from runs.services.worker import runner
 
 
-def execute_run(run_pk: int) -> str:
-    return runner.execute_run(run_pk)
+async def execute_run(run_pk: int) -> str:
+    return await runner.aexecute_run(run_pk)
 
 
 def run_bulk_operation(operation_pk: int) -> str:

@@ -1,6 +1,7 @@
 """Scale-out under chaos, on PostgreSQL: 2 daphnes, 3 RQ workers and 2 sweepers share one database and one Redis.
 
-Fifty executions run while random `kill -9`s hit workers, work-horses, daphnes and sweepers, and Redis is
+Fifty executions run while random `kill -9`s hit workers (each running many runs at once), daphnes and
+sweepers, workers are stopped with SIGTERM (their runs' leases given up after a short grace), and Redis is
 restarted (empty) twice; a supervising loop starts again whatever died, as supervisord would. Viewers on both
 daphnes follow some executions through it all, reconnecting from their cursor. Afterwards nothing is lost or
 doubled: journals and timelines are contiguous, every execution settled, no unmarked side-effecting tool ran
@@ -13,9 +14,7 @@ SQLite allows one sweeper and one writer at a time.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
 import random
 import signal
 import sys
@@ -33,7 +32,7 @@ from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, T
 from runs.services.lifecycle import executions
 from tests.support import factories
 from tests.support.host_runs import assert_contiguous
-from tests.support.services import DaphneServer, ManagedProcess, RedisServer, RQWorker, child_pids, service_env
+from tests.support.services import DaphneServer, ManagedProcess, RedisServer, RQWorker, service_env
 from tests.support.sockets import cookie_of, frames_of, receive_message, stored_frames
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -79,15 +78,9 @@ class Fleet:
                 self.sweepers[index] = sweeper(self.env).start()
 
     def kill_one(self, kind: str, rng: random.Random) -> None:
-        if kind == "work-horse":
-            # A work-horse lives only while its worker runs a job: wait a little for one.
-            deadline = time.monotonic() + 10
-            while not (horses := [pid for w in self.workers if w.running for pid in child_pids(w.process.pid)]):
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.1)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(rng.choice(horses), signal.SIGKILL)
+        if kind == "worker-stop":
+            # SIGTERM: no more jobs, a short grace for its runs, then their leases to the sweepers.
+            rng.choice([worker for worker in self.workers if worker.running]).process.send_signal(signal.SIGTERM)
         else:
             rng.choice({"worker": self.workers, "daphne": self.daphnes, "sweeper": self.sweepers}[kind]).kill()
         self.kills.append(kind)
@@ -150,6 +143,7 @@ def fleet(settings):
     redis = RedisServer().start()
     env = service_env(redis_url=redis.url, database_name=settings.DATABASES["default"]["NAME"])
     env["HARNESS_SOCKET_REFRESH_SECONDS"] = "2"
+    env["HARNESS_WORKER_GRACE_SECONDS"] = "2"
     settings.RQ_QUEUES = {"default": {"URL": redis.url, "DEFAULT_TIMEOUT": 600}}
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     running = Fleet(env, redis).start()
@@ -184,7 +178,7 @@ def test_fifty_executions_survive_random_kills_and_redis_restarts(fleet, operato
 
     rng = random.Random(18)
     # Every kind of process is killed KILLS / 4 times, in a random order; Redis restarts in between.
-    kills = rng.sample(["worker", "work-horse", "daphne", "sweeper"] * (KILLS // 4), KILLS)
+    kills = rng.sample(["worker", "worker-stop", "daphne", "sweeper"] * (KILLS // 4), KILLS)
     chaos = iter([*kills[:5], "redis", *kills[5:9], "redis", *kills[9:]])
     deadline = time.monotonic() + SETTLE_SECONDS
     while True:
@@ -203,7 +197,7 @@ def test_fifty_executions_survive_random_kills_and_redis_restarts(fleet, operato
     assert followed, "viewers did not see every execution settle"
 
     assert fleet.kills.count("redis") == REDIS_RESTARTS and len(fleet.kills) - REDIS_RESTARTS >= 10, fleet.kills
-    assert {"worker", "work-horse", "daphne", "sweeper"} <= set(fleet.kills), fleet.kills
+    assert {"worker", "worker-stop", "daphne", "sweeper"} <= set(fleet.kills), fleet.kills
     for execution in Execution.objects.filter(pk__in=started):
         assert execution.status in SETTLED
         assert_contiguous(execution)

@@ -13,6 +13,7 @@ from django.utils import timezone
 from rq import Queue
 
 from runs.services.recovery import sweeper_passes
+from runs.services.worker import loop_lag
 from tests.support.outage_stack import Outage, use_short_leases
 from tests.support.services import free_port, wait_until
 
@@ -50,6 +51,21 @@ def test_health_reports_each_part_with_its_own_status(client, settings, redis_se
 
 
 @pytest.mark.django_db
+def test_health_reports_how_late_the_workers_event_loops_woke_their_runs(client, settings, redis_settings):
+    settings.RQ_QUEUES = {"default": {"URL": redis_settings.url.rsplit("/", 1)[0] + "/14"}}
+    connection = redis.Redis.from_url(settings.RQ_QUEUES["default"]["URL"])
+    # Two worker registrations as the worker's heartbeat writes them: one loop keeps up, one lags.
+    for name, lag in (("calm", "0.010"), ("starved", "2.500")):
+        connection.sadd("rq:workers", f"rq:worker:{name}")
+        connection.hset(f"rq:worker:{name}", mapping={"state": "busy", loop_lag.REGISTRATION_FIELD: lag})
+    try:
+        workers = client.get("/health/").json()["workers"]
+    finally:
+        connection.flushdb()
+    assert workers == {"status": "ok", "count": 2, "loop_lag": 2.5, "lagging": 1}
+
+
+@pytest.mark.django_db
 def test_health_without_redis_says_what_it_cannot_know(client, settings):
     settings.RQ_QUEUES = {"default": {"URL": f"redis://127.0.0.1:{free_port()}/0"}}
     response = client.get("/health/")
@@ -63,7 +79,8 @@ def test_health_is_200_with_the_stack_running(live_stack, client):
     sweeper_passes.record_pass()
     # The worker registers itself in Redis shortly after start.
     wait_until(lambda: client.get("/health/").status_code == 200, timeout=20, what="a healthy stack")
-    assert client.get("/health/").json()["workers"]["count"] >= 1
+    workers = client.get("/health/").json()["workers"]
+    assert workers["count"] >= 1 and workers["loop_lag"] >= 0
 
 
 @pytest.mark.django_db

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from runs.models import Execution, ExecutionStatus, Run, RunStatus
 
-__all__ = ("Lease", "LeaseLost", "acquire", "release", "renew", "verify")
+__all__ = ("Lease", "LeaseLost", "acquire", "give_up", "release", "renew", "verify")
 
 
 class LeaseLost(RuntimeError):
@@ -85,3 +85,16 @@ def release(lease: Lease, status: RunStatus, **fields: object) -> None:
     )
     if not done:
         raise LeaseLost(lease.run_pk, f"record the run as {status}")
+
+
+def give_up(held: list[Lease]) -> int:
+    """Expire these leases now, so the sweeper's next pass recovers their runs; returns how many were still held.
+
+    Whatever their holder still tries to write is refused: each of its writes re-checks the lease first.
+    """
+    now = timezone.now()
+    given_up = 0
+    with transaction.atomic():
+        for lease in held:
+            given_up += _held(lease).update(lease_expires_at=now)
+    return given_up

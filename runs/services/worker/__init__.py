@@ -2,7 +2,7 @@
 lease, stream, batched journal and timeline writes, checkpoints, heartbeat and the result; and replays, which run
 that loop in-process with recorded answers instead of a model and tools."""
 
-from . import replay, runner
+from . import loop_lag, replay, runner
 from .batching import BatchWriter
 
-__all__ = ("BatchWriter", "replay", "runner")
+__all__ = ("BatchWriter", "loop_lag", "replay", "runner")

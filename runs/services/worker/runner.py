@@ -1,6 +1,6 @@
 """The worker side of a Run: lease, stream, journal + projection, checkpoints, heartbeat and the result.
 
-`execute_run` is what the RQ job calls. It takes the run's lease (or does nothing if the run is not queued),
+`aexecute_run` is what the RQ job awaits. It takes the run's lease (or does nothing if the run is not queued),
 rebuilds the agent from the run's frozen profile and policy, opens the stream on the run's start checkpoint
 and writes every item to the journal and the timeline in small transactions. At each boundary the stream is
 held (see `boundaries`) while the checkpoint is stored. A heartbeat renews the lease and passes on an
@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -62,9 +63,10 @@ from ..store.policy import approval_reason, expiry_for
 from ..timeline.lane_closing import OpenLane, aclose_projection
 from ..timeline.projection import RunProjection
 from ..timeline.publishing import publish_approvals_changed, publish_execution_status, worker_sender
+from . import loop_lag
 from .batching import BatchWriter
 
-__all__ = ("AgentBuilder", "BoundaryHook", "execute_run")
+__all__ = ("AgentBuilder", "BoundaryHook", "aexecute_run", "execute_run")
 
 log = logging.getLogger(__name__)
 
@@ -91,20 +93,33 @@ class _Start:
 
 
 def execute_run(run_pk: int, *, after_boundary: BoundaryHook | None = None, build: AgentBuilder = _from_profile) -> str:
-    """Run a queued Run to its end on this worker; returns a short outcome for the RQ job's result.
+    """`aexecute_run` for a caller without an event loop (the demo command, a replay, tests)."""
+    return async_to_sync(aexecute_run)(run_pk, after_boundary=after_boundary, build=build)
 
+
+async def aexecute_run(
+    run_pk: int, *, after_boundary: BoundaryHook | None = None, build: AgentBuilder = _from_profile
+) -> str:
+    """Run a queued Run to its end; returns a short outcome for the RQ job's result.
+
+    Many of these share one event loop in the worker (runs/worker/): everything blocking runs in threads.
     `after_boundary` is called after each boundary checkpoint is stored. What it raises ends the run loop
-    (a `BaseException` passes through, leaving the lease to expire as a killed worker would).
+    (a `BaseException` passes through, leaving the lease to expire as a killed worker would). `build` makes the
+    agent from the run (a replay answers from a recording instead of the profile's model).
     """
-    lease = leases.acquire(run_pk)
+    lease = await sync_to_async(leases.acquire)(run_pk)
     if lease is None:
         return "skipped: the run is not queued"
-    publish_status_now(lease.execution_pk)
     try:
-        return async_to_sync(_drive)(run_pk, lease, after_boundary, build)
+        return await _drive(run_pk, lease, after_boundary, build)
     except LeaseLost as exc:
         log.warning("%s", exc)
         return "stopped: lease lost"
+    except asyncio.CancelledError:
+        # The worker is stopping (or the job ran out of time): what was streamed is written (the writer's close),
+        # and the sweeper's next pass recovers the run instead of waiting for the lease to expire.
+        await sync_to_async(leases.give_up)([lease])
+        raise
 
 
 def publish_status_now(execution_pk: int) -> None:
@@ -160,12 +175,20 @@ class _CancelSwitch:
             self._target()
 
 
+# Lease renewals have a thread (and database connection) of their own: behind the journal writes of every run
+# on this worker's loop, they could come too late and lose a lease that is being used.
+_HEARTBEATS = ThreadPoolExecutor(1, thread_name_prefix="lease-heartbeat")
+
+
 async def _heartbeat(lease: Lease, cancel: _CancelSwitch) -> None:
     interval = max(lease.seconds / 3, 0.2)
+    loop = asyncio.get_running_loop()
     while True:
+        asleep_at = loop.time()
         await asyncio.sleep(interval)
+        loop_lag.note(loop.time() - asleep_at - interval, run_pk=lease.run_pk)
         try:
-            cancel_requested = await sync_to_async(_heartbeat_once)(lease)
+            cancel_requested = await sync_to_async(_heartbeat_once, thread_sensitive=False, executor=_HEARTBEATS)(lease)
         except LeaseLost:
             # Stop producing; whatever the stream still yields is refused by the lease checks.
             cancel()
@@ -179,6 +202,7 @@ async def _drive(run_pk: int, lease: Lease, after_boundary: BoundaryHook | None,
     cancel = _CancelSwitch()
     heartbeat = asyncio.create_task(_heartbeat(lease, cancel))
     try:
+        await sync_to_async(publish_status_now)(lease.execution_pk)
         async with worker_sender():
             return await _work(run_pk, lease, after_boundary, cancel, build)
     finally:
