@@ -21,12 +21,14 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
 from django.db import connection
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidHandshake, WebSocketException
+from websockets.typing import Origin
 
 from runs.demo_profile import ensure_demo_profile
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, ToolDispatch
@@ -82,19 +84,23 @@ class Fleet:
         if kind == "work-horse":
             # A work-horse lives only while its worker runs a job: wait a little for one.
             deadline = time.monotonic() + 10
-            while not (horses := [pid for w in self.workers if w.running for pid in child_pids(w.process.pid)]):
+            while not (horses := [pid for w in self.workers if w.running for pid in child_pids(w.popen.pid)]):
                 if time.monotonic() > deadline:
                     return
                 time.sleep(0.1)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(rng.choice(horses), signal.SIGKILL)
         else:
-            rng.choice({"worker": self.workers, "daphne": self.daphnes, "sweeper": self.sweepers}[kind]).kill()
+            groups: dict[str, Sequence[ManagedProcess]] = {
+                "worker": self.workers,
+                "daphne": self.daphnes,
+                "sweeper": self.sweepers,
+            }
+            rng.choice(groups[kind]).kill()
         self.kills.append(kind)
 
     def restart_redis(self) -> None:
-        self.redis.process.kill()
-        self.redis.process.wait(timeout=10)
+        self.redis.kill()
         self.redis.start()
         self.kills.append("redis")
 
@@ -129,7 +135,7 @@ class SocketViewer:
     async def _session(self) -> bool:
         """One connection; True once the execution settled and everything before was received."""
         cursor = self.frames[-1]["position"] if self.frames else None
-        async with connect(self.url, origin=self.origin, additional_headers={"Cookie": self.cookie}) as socket:
+        async with connect(self.url, origin=Origin(self.origin), additional_headers={"Cookie": self.cookie}) as socket:
             await socket.send(json.dumps({"type": "subscribe", "after": cursor}))
             ready, settled = False, False
             while True:
