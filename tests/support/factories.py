@@ -43,6 +43,7 @@ from runs.harness import (
     HarnessState,
     InlineDelegationPayload,
     PendingDeferredCalls,
+    RunOutcome,
     RunUsageSummary,
     SafeFailure,
     encode_item,
@@ -156,10 +157,10 @@ class SourceRun:
         )
         return self.item(payload.to_event())
 
-    def result(self, status: str, **fields: Any) -> HarnessRunResultEvent[Any]:
+    def result(self, status: RunOutcome, **fields: Any) -> HarnessRunResultEvent[Any]:
         if status in ("completed", "suspended"):
             fields.setdefault("state", HarnessState.new(thread_id=self.thread_id))
-        result = HarnessRunResult(thread_id=self.thread_id, run_id=self.run_id, status=status, **fields)  # type: ignore[arg-type]
+        result = HarnessRunResult(thread_id=self.thread_id, run_id=self.run_id, status=status, **fields)
         sequence, occurred_at = self._stamp()
         return HarnessRunResultEvent(self.thread_id, self.run_id, sequence, occurred_at, result)
 
