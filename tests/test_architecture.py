@@ -1,11 +1,13 @@
 """Architecture rules run with the test suite: the import contracts hold (import-linter: the pure packages stay pure,
 the layers and the services' layers, migrations without the project's code), the code is linted, and the type
-annotations hold (mypy with the pydantic and django-stubs plugins over every package, configured in pyproject.toml)."""
+annotations hold (mypy with the pydantic and django-stubs plugins over every package and the tests, configured in
+pyproject.toml)."""
 
 import ast
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 
@@ -88,6 +90,11 @@ def test_the_project_type_checks(settings):
     # Its cache goes to this run's var directory: runs in parallel must not share one.
     result = run(str(BIN / "mypy"), "--cache-dir", str(settings.HARNESS_VAR_DIR / "mypy_cache"))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_covers_every_package_and_the_tests():
+    files = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]["files"]
+    assert sorted(files) == sorted(SOURCES)
 
 
 # Django finds a management command by this class name in its module; nothing else may share a type's name.

@@ -30,10 +30,12 @@ from ._codec import (
 from ._context import AgentContext, RunBindings
 from ._deferred import (
     DEFERRED_UNAVAILABLE_MESSAGE,
+    MAX_DEFERRED_REQUESTS,
     DeferredItemKind,
     DeferredToolCall,
     DeferredToolResume,
     PendingDeferredCalls,
+    preflight_deferred_resume,
 )
 from ._delegation import inline_delegation_tool
 from ._environment import SHELL_TOOL_NAMES, DynamicEnvironmentCapability
@@ -49,7 +51,7 @@ from ._events import (
 from ._inputs import InputSource, InputTextEvent
 from ._interrupted import INTERRUPTED_TOOL_RESULT, is_unknown_result
 from ._local_shell import LocalShellEnvironment
-from ._recovery import ToolRecoveryMode, tool_call_approved
+from ._recovery import ToolRecoveryMode, ToolRecoveryPlan, prepare_tool_recovery, tool_call_approved
 from ._replay import Divergence, DivergenceKind, Replay, ReplayDiverged
 from ._result import HarnessRunResult, RunOutcome, RunUsageSummary, SafeFailure, SuspendReason
 from ._run_shell import SHELL_MOUNT, RunShell, ShellInfo, ShellListing, ShellOutput, ShellPage, ShellRefusal
@@ -74,6 +76,7 @@ from ._state import (
     new_thread_id,
 )
 from ._stream import HarnessRunStream
+from ._subagents import SUBAGENTS_NAMESPACE, RetainedChild, RetainedChildren
 from ._tools import RECOVERY_RETRY_SAFE_METADATA_KEY, is_recovery_retryable, recovery_retryable
 
 __all__ = (
@@ -83,9 +86,11 @@ __all__ = (
     "CODEC_VERSION",
     "DEFERRED_UNAVAILABLE_MESSAGE",
     "INTERRUPTED_TOOL_RESULT",
+    "MAX_DEFERRED_REQUESTS",
     "RECOVERY_RETRY_SAFE_METADATA_KEY",
     "SHELL_MOUNT",
     "SHELL_TOOL_NAMES",
+    "SUBAGENTS_NAMESPACE",
     "THREAD_ID_PATTERN",
     "AgentContext",
     "AgentContextState",
@@ -127,6 +132,8 @@ __all__ = (
     "PendingDeferredCalls",
     "Replay",
     "ReplayDiverged",
+    "RetainedChild",
+    "RetainedChildren",
     "RunBindings",
     "RunCleanupError",
     "RunError",
@@ -151,6 +158,7 @@ __all__ = (
     "StoredRef",
     "SuspendReason",
     "ToolRecoveryMode",
+    "ToolRecoveryPlan",
     "boundary_of",
     "child_request_of",
     "decode_item",
@@ -164,6 +172,8 @@ __all__ = (
     "item_kind",
     "new_thread_id",
     "parse_approval_rules",
+    "preflight_deferred_resume",
+    "prepare_tool_recovery",
     "recovery_retryable",
     "scripted_model",
     "tool_call_approved",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -53,7 +54,7 @@ def test_nothing_to_export_before_the_first_item() -> None:
         HarnessAguiObserver().export()
 
 
-def bad_continuations(good: ObserverContinuation) -> list[object]:
+def bad_continuations(good: ObserverContinuation) -> list[str | dict[str, Any]]:
     dumped = good.model_dump(mode="json")
     run_id = good.run_id
     state = dumped["state"]
@@ -99,7 +100,7 @@ def test_a_continuation_with_fields_of_the_wrong_type_is_refused(observer_type: 
     for item in prefix:
         observer.observe(item)
     good = observer.export()
-    wrong = [
+    wrong: list[ObserverContinuation | dict[str, Any]] = [
         {**good.model_dump(mode="json"), "thread_id": 42},
         # An instance is checked too: a copy with changed fields, or one built without validation, is not.
         good.model_copy(update={"thread_id": 42}),

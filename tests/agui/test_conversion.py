@@ -56,7 +56,7 @@ from observers.agui import (
     CustomEventAssembler,
     HarnessAguiObserver,
 )
-from runs.harness import HarnessExtensionEvent, InputTextEvent
+from runs.harness import HarnessExtensionEvent, InputSource, InputTextEvent
 from tests.support.agui_rules import assert_agui_stream
 from tests.support.factories import SourceRun
 
@@ -283,7 +283,7 @@ def test_completed_with_output_that_has_no_json(run: SourceRun, observer: Harnes
     (event,) = observer.observe(run.completed(object()))
     assert isinstance(event, RunFinishedEvent)
     assert event.result is None and "result" not in json.loads(event.model_dump_json(by_alias=True))
-    assert event.raw_event["result_omitted"] is True
+    assert event.raw_event is not None and event.raw_event["result_omitted"] is True
 
 
 def test_suspended_terminal_lists_interrupts_approvals_first(run: SourceRun, observer: HarnessAguiObserver) -> None:
@@ -294,7 +294,7 @@ def test_suspended_terminal_lists_interrupts_approvals_first(run: SourceRun, obs
     )
     assert isinstance(event, RunFinishedEvent) and event.outcome is not None
     assert event.outcome.type == "interrupt"
-    interrupts = [interrupt.model_dump(exclude_none=True) for interrupt in event.outcome.interrupts]  # type: ignore[union-attr]
+    interrupts = [interrupt.model_dump(exclude_none=True) for interrupt in event.outcome.interrupts]
     assert interrupts == [
         {
             "id": "call-rm",
@@ -317,7 +317,7 @@ def test_failed_and_cancelled_terminals(run: SourceRun) -> None:
     (error,) = failed.observe(run.failed("tool_crashed", "A tool crashed."))
     assert isinstance(error, RunErrorEvent)
     assert (error.code, error.message) == ("tool_crashed", "A tool crashed.")
-    assert error.raw_event["failure"]["code"] == "tool_crashed"
+    assert error.raw_event is not None and error.raw_event["failure"]["code"] == "tool_crashed"
 
     other = SourceRun(run_id="run-2")
     cancelled = HarnessAguiObserver()
@@ -372,7 +372,7 @@ def test_extension_events_are_customs(run: SourceRun, observer: HarnessAguiObser
 
 @pytest.mark.parametrize(("source", "role"), [("user", "user"), ("steering", "user"), ("context", "system")])
 def test_input_events_are_customs_named_by_their_source(
-    run: SourceRun, observer: HarnessAguiObserver, source: str, role: str
+    run: SourceRun, observer: HarnessAguiObserver, source: InputSource, role: str
 ) -> None:
     """T102."""
     item = run.item(InputTextEvent(input_id="input-0", source=source, content="look up REC-7"))
@@ -390,7 +390,7 @@ def test_input_events_are_customs_named_by_their_source(
 
 def test_native_events_without_a_standard_form(run: SourceRun, observer: HarnessAguiObserver) -> None:
     (final,) = observer.observe(run.item(FinalResultEvent(tool_name=None, tool_call_id=None)))
-    (enqueued,) = observer.observe(run.item(EnqueuedMessagesEvent(enqueue_id="q1", messages=[])))
+    (enqueued,) = observer.observe(run.item(EnqueuedMessagesEvent(enqueue_id="q1", messages=())))
     results = DeferredToolResults(calls={"c1": "x"}, approvals={"c2": True})
     (deferred,) = observer.observe(run.item(DeferredToolResultsEvent(results=results)))
     assert isinstance(final, CustomEvent) and final.name == "a13n.pydantic_ai.final_result"
@@ -488,12 +488,15 @@ def test_other_run_or_thread_is_rejected(run: SourceRun, observer: HarnessAguiOb
 
 
 def test_snapshot_copies_are_detached(run: SourceRun, observer: HarnessAguiObserver) -> None:
-    returned = observer.observe(run.completed({"k": [1]}))
-    returned[0].result["k"].append(2)  # type: ignore[attr-defined]
+    (returned,) = observer.observe(run.completed({"k": [1]}))
+    assert isinstance(returned, RunFinishedEvent) and returned.result is not None
+    returned.result["k"].append(2)
     snapshot = observer.snapshot()
+    assert snapshot[-1].raw_event is not None
     snapshot[-1].raw_event["status"] = "changed"
-    assert observer.snapshot()[-1].result == {"k": [1]}  # type: ignore[attr-defined]
-    assert observer.snapshot()[-1].raw_event["status"] == "completed"
+    (terminal,) = observer.snapshot()[-1:]
+    assert isinstance(terminal, RunFinishedEvent) and terminal.result == {"k": [1]}
+    assert terminal.raw_event is not None and terminal.raw_event["status"] == "completed"
 
 
 def test_snapshot_window(run: SourceRun, observer: HarnessAguiObserver) -> None:

@@ -100,7 +100,10 @@ async def test_a_deferred_resume_is_a_new_run_with_its_own_observer() -> None:
     executable = build_demo_agent()
     async with executable.stream("deploy it") as first_stream:
         first = [item async for item in first_stream]
-    suspended = first[-1].result  # type: ignore[union-attr]
+    terminal = first[-1]
+    assert isinstance(terminal, HarnessRunResultEvent)
+    suspended = terminal.result
+    assert suspended.deferred is not None
     resume = DeferredToolResume(suspended.deferred, suspended.deferred.build_results(approve_all=True))
     async with executable.stream(previous_state=suspended.state, deferred_resume=resume) as second_stream:
         second = [item async for item in second_stream]

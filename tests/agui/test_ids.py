@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ag_ui.core import EventType
+from ag_ui.core import EventType, TextMessageStartEvent, ToolCallResultEvent, ToolCallStartEvent
 from pydantic_ai import FunctionToolResultEvent, PartEndEvent, TextPart, ToolCallPart, ToolReturnPart
 
 from observers.agui import HarnessAguiStreamObserver
@@ -35,9 +35,9 @@ async def test_calls_numbered_per_response_get_unique_ids_that_results_and_inter
     events = [event for item in items for event in observer.observe(item)]
     assert_agui_stream(events, complete=True, calls_seen=True)
 
-    starts = [event.tool_call_id for event in events if event.type == EventType.TOOL_CALL_START]
-    texts = [event.message_id for event in events if event.type == EventType.TEXT_MESSAGE_START]
-    (result,) = [event for event in events if event.type == EventType.TOOL_CALL_RESULT]
+    starts = [event.tool_call_id for event in events if isinstance(event, ToolCallStartEvent)]
+    texts = [event.message_id for event in events if isinstance(event, TextMessageStartEvent)]
+    (result,) = [event for event in events if isinstance(event, ToolCallResultEvent)]
     (interrupt,) = events[-1].outcome.interrupts  # type: ignore[attr-defined]
     assert starts == ["call_0", "call_0~2"] and texts == ["msg_0", "msg_0~2"]
     assert (result.tool_call_id, result.message_id) == ("call_0", "call_0:result")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ag_ui.core import BaseEvent, EventType
+from ag_ui.core import BaseEvent, EventType, RunFinishedEvent, RunFinishedInterruptOutcome, ToolCallResultEvent
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_ai import ToolDenied, ToolFailed
@@ -94,7 +94,7 @@ async def test_a_denied_or_cancelled_deferred_call_gets_its_result_in_the_resume
     """A client keeps a tool call open until a TOOL_CALL_RESULT names it; the call was started by the run that
     was interrupted, so the run that resumes it has to answer it, whatever the answer was."""
     # What the AG-UI endpoint makes of a denial and of a `cancelled` resume entry (agui_api/answers.py).
-    answers = {
+    answers: dict[str, ToolDenied | ToolFailed] = {
         "deploy it": ToolDenied("Not today."),
         "ask the operator": ToolFailed("Cancelled by the client."),
     }
@@ -102,12 +102,12 @@ async def test_a_denied_or_cancelled_deferred_call_gets_its_result_in_the_resume
     for prompt, answer in answers.items():
         asked = await run_items(prompt)
         interrupted = projected(asked)
-        (interrupt,) = interrupted[-1].outcome.interrupts  # type: ignore[attr-defined]
+        terminal = interrupted[-1]
+        assert isinstance(terminal, RunFinishedEvent) and isinstance(terminal.outcome, RunFinishedInterruptOutcome)
+        (interrupt,) = terminal.outcome.interrupts
         again = projected(await resumed(asked, answer))
-        results = [event for event in again if event.type == EventType.TOOL_CALL_RESULT]
-        assert [(event.tool_call_id, event.content) for event in results] == [  # type: ignore[attr-defined]
-            (interrupt.tool_call_id, answer.message)
-        ]
+        results = [event for event in again if isinstance(event, ToolCallResultEvent)]
+        assert [(event.tool_call_id, event.content) for event in results] == [(interrupt.tool_call_id, answer.message)]
         streams[f"{prompt}, refused"] = interrupted + again
     agui_client.assert_verified(streams)
 

@@ -49,7 +49,7 @@ async def test_resume_then_live_tail_equals_uninterrupted_observation() -> None:
     live_outputs = [live.observe(item) for item in tail]
 
     observer = HarnessAguiObserver()
-    assert await observer.resume(history(prefix)) is None
+    await observer.resume(history(prefix))
     assert observer.snapshot() == historical
     assert (observer.thread_id, observer.run_id) == ("thread_1", "run-1")
     outputs = [observer.observe(item) for item in tail]
@@ -172,7 +172,7 @@ async def test_a_failed_first_observe_does_not_block_resume() -> None:
 async def test_empty_history() -> None:
     prefix, _ = text_run()
     observer = HarnessAguiObserver()
-    assert await observer.resume(history([])) is None
+    await observer.resume(history([]))
     assert_fresh(observer)
     with pytest.raises(AguiObservationError):
         await observer.resume(history(prefix))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic_ai import ModelResponse, TextPart
 
-from runs.harness import AgentDefinition, HarnessState, scripted_model
+from runs.harness import AgentDefinition, HarnessRunResult, HarnessState, scripted_model
 
 CONTINUE = textwrap.dedent(
     """
@@ -44,12 +44,13 @@ def test_state_saved_in_one_process_continues_in_another(tmp_path: Path):
     def script(messages, info):
         return ModelResponse(parts=[TextPart("Plan: three steps.")])
 
-    first = asyncio.run(
+    first: HarnessRunResult[str] = asyncio.run(
         AgentDefinition(model=scripted_model(script))
         .build()
         .run("Draft the plan", previous_state=HarnessState.new(thread_id="thr_crossprocess1"))
     )
     saved, answer = tmp_path / "state.json", tmp_path / "answer.json"
+    assert first.state is not None
     saved.write_text(first.state.model_dump_json())
 
     subprocess.run(

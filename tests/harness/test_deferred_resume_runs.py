@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -42,7 +43,7 @@ from tests.support.tool_recovery import CallingModel, Spy, returns_by_id
 X_SCHEMA = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
 
 
-def build(model: CallingModel, *, tools: list[Any] = (), toolsets: list[Any] = ()) -> ExecutableAgent[str]:
+def build(model: CallingModel, *, tools: Sequence[Any] = (), toolsets: Sequence[Any] = ()) -> ExecutableAgent[str]:
     return AgentDefinition(model=model.model(), tools=list(tools), toolsets=list(toolsets)).build()
 
 

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from pydantic import TypeAdapter
 from pydantic_ai import DeferredToolRequests as NativeRequests
 from pydantic_ai import DeferredToolResults as NativeResults
 from pydantic_ai import (
+    ModelMessage,
     ModelRequest,
     ModelResponse,
     TextPart,
+    Tool,
     ToolApproved,
     ToolCallPart,
     ToolDefinition,
@@ -21,19 +24,22 @@ from pydantic_ai import (
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_ai.models.function import AgentInfo
+from pydantic_ai.toolsets import AbstractToolset, ExternalToolset, FunctionToolset
 
 from runs.harness import (
+    MAX_DEFERRED_REQUESTS,
+    AgentDefinition,
     DeferredToolCall,
     DeferredToolResume,
     DefinitionError,
+    ExecutableAgent,
     HarnessState,
     PendingDeferredCalls,
     RunError,
+    preflight_deferred_resume,
+    scripted_model,
 )
-
-# The resume preflight and tool identities on their own: each refusal case needs a state or a tool surface that a
-# run started through the public surface would not produce.
-from runs.harness._deferred import MAX_DEFERRED_REQUESTS, check_resume_surface, preflight_deferred_resume, tool_identity
 from tests.support.tool_recovery import checkpoint_history
 
 A_ID = "tool/native/a"
@@ -96,7 +102,10 @@ def test_export_keeps_calls_approvals_metadata_and_identities():
 
 
 def test_tool_identity_quotes_source_and_name():
-    assert tool_identity(ToolDefinition(name="a b/c", toolset_id="<agent>")) == "tool/%3Cagent%3E/a%20b%2Fc"
+    native = NativeRequests(approvals=[call("a b/c", "c1")])
+    definitions = {"a b/c": ToolDefinition(name="a b/c", toolset_id="<agent>")}
+    exported = PendingDeferredCalls.export(native, definitions=definitions)
+    assert exported.approvals[0].target_identity == "tool/%3Cagent%3E/a%20b%2Fc"
 
 
 def test_build_results_delegates_to_native_category_checks():
@@ -332,21 +341,37 @@ def test_recovery_batch_is_reduced_to_what_history_lacks():
 # --- tool surface ---------------------------------------------------------------------------------------
 
 
-def test_surface_check_wants_the_same_tool_identity_and_category():
-    surface = {
-        "a": ToolDefinition(name="a", kind="external"),
-        "b": ToolDefinition(name="b", kind="unapproved"),
-    }
-    check_resume_surface(requests(), answers(), surface)
+async def resume_on(toolsets: list[AbstractToolset[Any]], resume: DeferredToolResume) -> str:
+    """Resume `state()` on a run whose tool surface is `toolsets`; the run's output."""
+
+    def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent: ExecutableAgent[str] = AgentDefinition(model=scripted_model(script), toolsets=toolsets).build()
+    result = await agent.run(previous_state=state(), deferred_resume=resume)
+    assert result.status == "completed" and isinstance(result.output, str), result.failure
+    return result.output
+
+
+async def test_surface_check_wants_the_same_tool_identity_and_category():
+    def b(x: int) -> str:
+        return f"b ran with {x}"
+
+    # External call c1→a and approval c2→b, from the toolsets the identities name.
+    external_a = ExternalToolset([ToolDefinition(name="a")], id="native")
+    approved_b = FunctionToolset([Tool(b, requires_approval=True)], id="native")
+    external_b = ExternalToolset([ToolDefinition(name="b")], id="native")
+    assert await resume_on([external_a, approved_b], DeferredToolResume(requests(), answers())) == "done"
 
     mismatches = [
-        (requests(approvals=[entry("b", "c2", identity="tool/other/b")]), answers(), surface),
-        (requests(), answers(), {"a": surface["a"]}),
-        (requests(), answers(), {**surface, "b": ToolDefinition(name="b", kind="external")}),
-        (requests(), answers(), {"b": surface["b"]}),
+        (requests(approvals=[entry("b", "c2", identity="tool/other/b")]), answers(), [external_a, approved_b]),
+        (requests(), answers(), [external_a]),
+        (requests(), answers(), [external_a, external_b]),
+        (requests(), answers(), [approved_b]),
     ]
     for batch, results, tools in mismatches:
         with pytest.raises(DefinitionError) as caught:
-            check_resume_surface(batch, results, tools)
+            await resume_on(tools, DeferredToolResume(batch, results))
         assert caught.value.code == "deferred_surface_mismatch"
-    check_resume_surface(requests(), answers(calls={"c1": ToolFailed("gone")}), {"b": surface["b"]})
+    gone = DeferredToolResume(requests(), answers(calls={"c1": ToolFailed("gone")}))
+    assert await resume_on([approved_b], gone) == "done"

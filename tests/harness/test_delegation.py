@@ -9,20 +9,18 @@ from pydantic_ai.models.function import FunctionModel
 
 from runs.harness import (
     DEFERRED_UNAVAILABLE_MESSAGE,
+    SUBAGENTS_NAMESPACE,
     AgentContext,
     AgentDefinition,
     HarnessEvent,
     HarnessExtensionEvent,
     HarnessRunResultEvent,
     HarnessState,
+    RetainedChildren,
     RunError,
     inline_delegation_tool,
     scripted_model,
 )
-
-# The retained-children record is inline delegation's own data: the portable state carries it as an opaque
-# namespace, and only its format shows that a child continues its own Thread.
-from runs.harness._subagents import SUBAGENTS_NAMESPACE, RetainedChildren
 from tests.support.factories import now, run_started_event
 from tests.support.harness_streams import call_then_echo, collect
 

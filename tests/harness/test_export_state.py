@@ -84,14 +84,14 @@ async def test_export_after_close_is_the_result_state():
     assert await stream.export_state() == stream.result.state
 
 
-async def test_export_after_close_without_any_state_is_unavailable():
+async def test_export_after_close_without_any_state_is_unavailable(monkeypatch):
     """T33: a run that died without an outcome and whose teardown export failed has nothing to export."""
 
     async def sabotage(ctx: RunContext[AgentContext]) -> str:
         async def broken_snapshot():
             raise RuntimeError("snapshot store gone")
 
-        ctx.deps.state.snapshot = broken_snapshot
+        monkeypatch.setattr(ctx.deps.state, "snapshot", broken_snapshot)
         raise LookupError("a bug in a tool")
 
     def script(messages, info):

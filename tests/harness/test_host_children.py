@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 from pydantic_ai import DeferredToolRequests as NativeRequests
-from pydantic_ai import ModelRetry, ToolCallPart, ToolFailed
+from pydantic_ai import DeferredToolResults as NativeResults
+from pydantic_ai import ModelRequest, ModelResponse, ModelRetry, ToolCallPart, ToolFailed, UserPromptPart
 
 from observers.agui import HarnessAguiObserver
 from runs.harness import (
@@ -13,17 +14,15 @@ from runs.harness import (
     ChildRequest,
     DeferredToolCall,
     DeferredToolResume,
+    HarnessState,
     PendingDeferredCalls,
     RunError,
     child_request_of,
     decode_resume,
     encode_resume,
     host_child_tool,
+    preflight_deferred_resume,
 )
-
-# The check on a suspended run's deferred requests, on its own: a run cannot be made to suspend with the
-# malformed request sets it must refuse.
-from runs.harness._deferred import validate_deferred_requests
 from runs.harness.demo import build_demo_agent
 from tests.support.factories import SourceRun
 
@@ -66,17 +65,23 @@ async def test_the_parent_resumes_with_the_childs_output_or_its_failure():
 
 
 def test_a_child_must_be_an_external_call_and_not_a_question():
+    """The resume check refuses such request sets (a run cannot be made to suspend with them)."""
     call = ToolCallPart("delegate_to_child", {"task": "x"}, tool_call_id="c1")
     entry = DeferredToolCall(call, call)
-    for requests in (
-        PendingDeferredCalls(approvals=[entry], children=["c1"]),
-        PendingDeferredCalls(calls=[entry], questions=["c1"], children=["c1"]),
-        PendingDeferredCalls(calls=[entry], children=["other"]),
+    suspended = HarnessState.new(
+        thread_id="thr_children1",
+        message_history=[ModelRequest(parts=[UserPromptPart("go")]), ModelResponse(parts=[call])],
+    )
+    for requests, results in (
+        (PendingDeferredCalls(approvals=[entry], children=["c1"]), NativeResults(approvals={"c1": True})),
+        (PendingDeferredCalls(calls=[entry], questions=["c1"], children=["c1"]), NativeResults(calls={"c1": "x"})),
+        (PendingDeferredCalls(calls=[entry], children=["other"]), NativeResults(calls={"c1": "x"})),
     ):
         with pytest.raises(RunError) as caught:
-            validate_deferred_requests(requests)
+            preflight_deferred_resume(DeferredToolResume(requests, results), suspended)
         assert caught.value.code == "deferred_request_invalid"
-    validate_deferred_requests(PendingDeferredCalls(calls=[entry], children=["c1"]))
+    valid = DeferredToolResume(PendingDeferredCalls(calls=[entry], children=["c1"]), NativeResults(calls={"c1": "x"}))
+    assert preflight_deferred_resume(valid, suspended) is valid
 
 
 def test_remaining_keeps_only_open_children():

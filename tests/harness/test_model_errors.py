@@ -11,9 +11,9 @@ from pydantic_ai.exceptions import (
     ModelRateLimitError,
     ModelTimeoutError,
 )
+from pydantic_ai.models.function import FunctionModel
 
-# Each provider failure kind on its own; a run shows only the one failure its model raised.
-from runs.harness._model_errors import describe_model_error
+from runs.harness import AgentDefinition
 
 SECRET_BODY = {"error": {"message": "echo of your prompt: password=hunter2"}}
 
@@ -65,8 +65,15 @@ SECRET_BODY = {"error": {"message": "echo of your prompt: password=hunter2"}}
         ),
     ],
 )
-def test_each_kind_of_provider_failure_has_its_code_message_and_retry_hint(error, code, message, retry_hint):
-    failure = describe_model_error(error)
+async def test_each_kind_of_provider_failure_has_its_code_message_and_retry_hint(error, code, message, retry_hint):
+    async def failing(messages, info):
+        raise error
+        yield ""  # a generator: the engine streams every model request
+
+    result = await AgentDefinition(model=FunctionModel(stream_function=failing)).build().run("go")
+    assert result.status == "failed"
+    failure = result.failure
     assert (failure.code, failure.message, failure.retry_hint) == (code, message, retry_hint)
     assert failure.details["model_name"] == "m"
     assert "hunter2" not in repr(failure)
+    assert "hunter2" not in failure.model_dump_json()

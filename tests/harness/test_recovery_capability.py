@@ -36,20 +36,27 @@ from runs.harness import (
     DefinitionError,
     PendingDeferredCalls,
     RunError,
+    ToolRecoveryMode,
+    prepare_tool_recovery,
     recovery_retryable,
     tool_call_approved,
 )
-
-# The recovery planner is internal: these cases run its capability without the harness stream (module docstring).
-from runs.harness._recovery import prepare_tool_recovery
-from tests.support.tool_recovery import Recorder, Spy, checkpoint_history, is_unknown, returns_by_id, unknown
+from tests.support.tool_recovery import (
+    Recorder,
+    Spy,
+    checkpoint_calls,
+    checkpoint_history,
+    is_unknown,
+    returns_by_id,
+    unknown,
+)
 
 MODES = ("declared", "never", "always")
 
 
 async def recover(
     history: Sequence[Any],
-    mode: str,
+    mode: ToolRecoveryMode,
     *,
     tools: Sequence[Any],
     accepted: DeferredToolResume | None = None,
@@ -161,7 +168,7 @@ async def test_declaration_through_set_tool_metadata(metadata_value, executes):
     assert is_unknown(recorder.first_request_results()["c2"]) is not executes
 
 
-async def test_declaration_through_a_dynamic_toolset():
+async def test_declaration_through_a_dynamic_toolset() -> None:
     spy = Spy()
     recorder = Recorder()
     agent = Agent(recorder.model(), output_type=[str, NativeRequests], tools=[Tool(spy.tool("a"))])
@@ -258,7 +265,7 @@ async def test_new_input_follows_the_recovered_results():
 
 
 def accepted_batch(results: NativeResults) -> DeferredToolResume:
-    a_call, b_call = checkpoint_history()[1].tool_calls
+    a_call, b_call = checkpoint_calls()
     return DeferredToolResume(
         PendingDeferredCalls(
             calls=[DeferredToolCall(a_call, a_call, "tool/%3Cagent%3E/a")],

@@ -46,6 +46,7 @@ def crash_while_tools_run(directory: Path) -> None:
         # Killed only once the boundary state is on disk and both side effects have started.
         while not ((directory / "state.json").exists() and starts(directory, "lookup") and starts(directory, "charge")):
             if process.poll() is not None:
+                assert process.stderr is not None
                 raise AssertionError(f"the child ended early: {process.stderr.read().decode()}")
             if time.monotonic() > deadline:
                 raise AssertionError("the child never started its tools")

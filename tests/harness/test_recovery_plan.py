@@ -15,19 +15,24 @@ from pydantic_ai import (
     ToolReturnPart,
 )
 
-from runs.harness import INTERRUPTED_TOOL_RESULT, DeferredToolCall, DeferredToolResume, PendingDeferredCalls, RunError
+from runs.harness import (
+    INTERRUPTED_TOOL_RESULT,
+    DeferredToolCall,
+    DeferredToolResume,
+    PendingDeferredCalls,
+    RunError,
+    prepare_tool_recovery,
+)
 
 # The recovery planner on its own, over hand-built histories: the outcome tables of the spec are checked case by
 # case, which runs through the public surface reach only a few of.
-from runs.harness._recovery import prepare_tool_recovery
-from tests.support.tool_recovery import checkpoint_history, is_unknown, unknown
+from tests.support.tool_recovery import checkpoint_calls, checkpoint_history, is_unknown, unknown
 
 MODES = ("declared", "never", "always")
 
 
 def accepted(results: NativeResults, *, recovery: bool = True) -> DeferredToolResume:
-    history = checkpoint_history()
-    a_call, b_call = history[1].tool_calls
+    a_call, b_call = checkpoint_calls()
     requests = PendingDeferredCalls(
         calls=[DeferredToolCall(a_call, a_call, "tool/native/a")],
         approvals=[DeferredToolCall(b_call, b_call, "tool/native/b")],
@@ -201,7 +206,7 @@ def test_nothing_to_recover():
     assert prepare_tool_recovery([], "declared").deferred_tool_results is None
 
 
-def test_unknown_mode_is_rejected():
+def test_unknown_mode_is_rejected() -> None:
     with pytest.raises(ValueError):
         prepare_tool_recovery(checkpoint_history(), "sometimes")  # type: ignore[arg-type]
 

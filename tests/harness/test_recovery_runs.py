@@ -36,6 +36,7 @@ from tests.support.tool_recovery import (
     FIXED_TIME,
     Recorder,
     Spy,
+    checkpoint_calls,
     checkpoint_history,
     is_unknown,
     returns_by_id,
@@ -178,12 +179,13 @@ async def test_replayed_tool_needing_approval_suspends_in_a_whole_run():
     assert [item.model_call.tool_call_id for item in result.deferred.approvals] == ["c1"]
 
 
-async def test_recovery_mode_is_not_part_of_the_state_and_must_be_known():
+async def test_recovery_mode_is_not_part_of_the_state_and_must_be_known() -> None:
     spy = Spy()
     executable = build(Recorder(), [recovery_retryable(spy.tool("a")), Tool(spy.tool("b"))])
 
     result = await executable.run(previous_state=checkpoint(), tool_recovery="always")
 
+    assert result.state is not None
     assert "tool_recovery" not in result.state.model_dump_json()
     with pytest.raises(ValueError):
         executable.stream(previous_state=checkpoint(), tool_recovery="sometimes")  # type: ignore[arg-type]
@@ -210,7 +212,7 @@ async def test_interrupted_response_tail_keeps_the_original_call_id():
 
 
 def accepted_batch(results: NativeResults) -> DeferredToolResume:
-    a_call, b_call = checkpoint_history()[1].tool_calls
+    a_call, b_call = checkpoint_calls()
     requests = PendingDeferredCalls(
         calls=[DeferredToolCall(a_call, a_call, "tool/%3Cagent%3E/a")],
         approvals=[DeferredToolCall(b_call, b_call, "tool/%3Cagent%3E/b")],

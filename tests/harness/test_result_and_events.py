@@ -69,10 +69,10 @@ def test_result_getters_return_copies():
     assert completed.output == {"items": [1]}
 
 
-def test_results_are_immutable():
+def test_results_are_immutable() -> None:
     completed = result(status="completed", state=STATE, output="ok")
     with pytest.raises(AttributeError):
-        completed.status = "failed"  # type: ignore[misc]
+        completed.status = "failed"
     with pytest.raises(AttributeError):
         completed._output = "changed"
 
@@ -156,7 +156,7 @@ def test_result_event_must_match_its_result():
         HarnessRunResultEvent("thr_a1", "run-1", 3, NOW, "not a result")
 
 
-def test_extension_payload_is_redacted_and_bounded():
+def test_extension_payload_is_redacted_and_bounded() -> None:
     event = HarnessExtensionEvent(
         kind="tool",
         payload={
@@ -175,7 +175,7 @@ def test_extension_payload_is_redacted_and_bounded():
     with pytest.raises(ValidationError):
         HarnessExtensionEvent(kind="tool", payload="x" * (65 * 1024))
     with pytest.raises(ValidationError):
-        HarnessExtensionEvent(kind="unknown", payload={})  # type: ignore[arg-type]
+        HarnessExtensionEvent(kind="unknown", payload={})
 
 
 def test_inline_delegation_started_needs_child_run_id():

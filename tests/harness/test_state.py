@@ -18,13 +18,18 @@ from pydantic_ai import (
     UserPromptPart,
 )
 
-from runs.harness import AgentContextStateSnapshot, CapabilityState, EnvironmentState, HarnessState, HistoryEncoder
+from runs.harness import (
+    SUBAGENTS_NAMESPACE,
+    AgentContextStateSnapshot,
+    CapabilityState,
+    EnvironmentState,
+    HarnessState,
+    HistoryEncoder,
+    RetainedChild,
+    RetainedChildren,
+)
 
-# The retained-children record is inline delegation's own data: the portable state carries it as an opaque
-# namespace, and a fork must give each retained child a new Thread id inside it (T16).
-from runs.harness._subagents import SUBAGENTS_NAMESPACE, RetainedChild, RetainedChildren
-
-HISTORY = [
+HISTORY: list[ModelMessage] = [
     ModelRequest(parts=[UserPromptPart("plan the trip")]),
     ModelResponse(parts=[TextPart("Looking it up"), ToolCallPart("lookup", {"q": "x"}, tool_call_id="c1")]),
 ]
@@ -92,7 +97,7 @@ def test_thread_id_grammar_rejects(thread_id):
         HarnessState.new(thread_id=thread_id)
 
 
-def test_state_is_frozen():
+def test_state_is_frozen() -> None:
     """T4."""
     state = HarnessState.new(thread_id="thr_x1")
     with pytest.raises(ValidationError):
@@ -106,7 +111,7 @@ def test_mutating_returned_values_does_not_change_the_state():
     history.clear()
     state.message_history[0].parts.clear()
     entries = state.agent_context_state.entries
-    entries["acme.counter"].data["value"] = 99  # type: ignore[index]
+    entries["acme.counter"].data["value"] = 99
     entries.clear()
     envs = state.environment_states
     envs.clear()

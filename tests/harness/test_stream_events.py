@@ -124,18 +124,18 @@ async def test_leaving_early_stops_the_run_and_closes_it():
     assert state.thread_id == stream.thread_id
 
 
-async def test_invalid_arguments_fail_before_anything_runs():
+async def test_invalid_arguments_fail_before_anything_runs() -> None:
     with pytest.raises(ValueError):
-        executable().stream("go", tool_recovery="sometimes")  # type: ignore[arg-type]
+        executable().stream("go", tool_recovery="sometimes")
     with pytest.raises(RunError) as error:
-        executable().stream("go", bindings=object())  # type: ignore[arg-type]
+        executable().stream("go", bindings=object())
     assert error.value.code == "run_bindings_invalid"
     with pytest.raises(RunError) as error:
-        executable().stream("go", previous_state={"thread_id": "thr_x1"})  # type: ignore[arg-type]
+        executable().stream("go", previous_state={"thread_id": "thr_x1"})
     assert error.value.code == "previous_state_invalid"
     for bad_input in (123, {"prompt": "go"}):
         with pytest.raises(RunError) as error:
-            executable().stream(bad_input)  # type: ignore[arg-type]
+            executable().stream(bad_input)
         assert error.value.code == "run_input_invalid"
 
 

@@ -18,7 +18,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from agui_api.auth import Caller
@@ -53,7 +53,7 @@ def run_to_end(execution: Execution) -> None:
         runner.execute_run(run.pk)
 
 
-def decider(execution: Execution) -> AbstractBaseUser:
+def decider(execution: Execution) -> User:
     return create_decider(get_user_model(), f"decider-{execution.pk}", "decider-password-1")
 
 
@@ -150,15 +150,17 @@ def frames(execution: Execution) -> list[dict[str, Any]]:
     ]
 
 
-async def _socket_messages(user: AbstractBaseUser, execution_pk: int) -> list[str]:
+async def _socket_messages(user: User, execution_pk: int) -> list[str]:
     """Every message the execution's websocket sends a new subscriber, up to and including `ready`."""
     communicator = WebsocketCommunicator(as_user(user), f"/ws/executions/{execution_pk}/")
     connected, _ = await communicator.connect()
     assert connected
     await communicator.send_json_to({"type": "subscribe", "after": None})
-    texts = []
+    texts: list[str] = []
     while not texts or json.loads(texts[-1])["type"] != "ready":
-        texts.append(await communicator.receive_from(timeout=10))
+        text = await communicator.receive_from(timeout=10)
+        assert isinstance(text, str), "the Host sends text messages"
+        texts.append(text)
     await communicator.disconnect()
     return texts
 

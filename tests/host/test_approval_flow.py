@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -45,7 +46,7 @@ def run_to_end(run: Run) -> str:
     return runner.execute_run(run.pk)
 
 
-def dispatched(tool: str) -> list[dict]:
+def dispatched(tool: str) -> list[Any]:
     return list(ToolDispatch.objects.filter(tool_name=tool).values_list("args", flat=True))
 
 

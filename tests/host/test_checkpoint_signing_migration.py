@@ -8,7 +8,7 @@ import hashlib
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
-from pydantic_ai import ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from runs.harness import HarnessState
 from runs.models import Checkpoint, CheckpointKind, Thread
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.migrations
 
 
 def two_round_state(thread: Thread) -> HarnessState:
-    history = [
+    history: list[ModelMessage] = [
         ModelRequest(parts=[UserPromptPart("context")]),
         ModelRequest(parts=[UserPromptPart("question 0")]),
         ModelResponse(parts=[TextPart("answer 0")]),

@@ -91,7 +91,9 @@ def decision_item(execution: Execution) -> dict:
     (event,) = TimelineEvent.objects.filter(execution=execution, event__name=DECISION_EVENT_NAME)
     resume = execution.runs.get(reason=RunReason.RESUME)
     assert event.run.reason == RunReason.INITIAL and event.origin == TimelineOrigin.HOST
-    assert event.position < execution.timeline.filter(run=resume).order_by("position").first().position
+    first_of_resume = execution.timeline.filter(run=resume).order_by("position").first()
+    assert first_of_resume is not None
+    assert event.position < first_of_resume.position
     return event.event["value"]
 
 

@@ -81,6 +81,7 @@ def most_at_once(runs: list[Run]) -> int:
     """The largest number of these runs that were running at the same moment."""
     edges: list[tuple[datetime, int]] = []
     for run in runs:
+        assert run.started_at is not None and run.finished_at is not None, f"run {run.pk} has not ended"
         edges += [(run.started_at, 1), (run.finished_at, -1)]
     at_once = most = 0
     for _, step in sorted(edges, key=lambda edge: (edge[0], edge[1])):

@@ -34,7 +34,7 @@ PATTERNS = ["pass(word|phrase)?", "^pin$", "^args$", "content"]
 SECRETS = Redactor(parse_redact_patterns(PATTERNS))
 NOTHING = Redactor(())
 
-BIG_PAYLOADS = (
+BIG_PAYLOADS: tuple[dict[str, Any], ...] = (
     # Masked and still too large: cut into fragments after masking.
     {"rows": ["x" * 5000] * 12, "passphrase": "s3cret", "note": "passphrase=hunter2 and more", "ratio": 1.5e-7},
     # Masking leaves it small enough to go whole.
@@ -143,6 +143,7 @@ def test_the_projection_stores_a_runs_large_events_as_before() -> None:
     execution.policy_version = current_policy_version()
     execution.save(update_fields=["policy_version"])
     run = factories.make_run(execution)
+    assert run.run_id is not None
     source = factories.SourceRun(run.run_id, execution.thread.thread_id)
     items = [source.started(), *(source.item(_diagnostic(payload)) for payload in BIG_PAYLOADS)]
 

@@ -9,6 +9,7 @@ import pytest
 from pydantic_ai import (
     Agent,
     DeferredToolRequests,
+    ModelMessage,
     ModelRequest,
     ModelResponse,
     TextPart,
@@ -19,11 +20,7 @@ from pydantic_ai import (
 )
 from pydantic_ai.models.function import FunctionModel
 
-from runs.harness import ApprovalRule, ArgumentCondition, parse_approval_rules
-
-# The engine's recovery plan beside the Host's approval capability in a plain pydantic-ai Agent: one case shows a
-# recovery replay is not an approval, without a worker that dies mid-call.
-from runs.harness._recovery import prepare_tool_recovery
+from runs.harness import ApprovalRule, ArgumentCondition, parse_approval_rules, prepare_tool_recovery
 from runs.models import HostPolicy, HostPolicyVersion
 from runs.services.store import (
     approval_capability,
@@ -213,9 +210,12 @@ def test_publishing_refuses_invalid_rules_without_writing():
     assert not HostPolicyVersion.objects.exists()
 
 
-async def test_a_recovery_replay_of_a_conditionally_gated_call_asks_for_approval_again():
-    """Recovery replays carry pydantic-ai's `ToolApproved` as replay permission, which is not an approval."""
-    history = [
+async def test_a_recovery_replay_of_a_conditionally_gated_call_asks_for_approval_again() -> None:
+    """Recovery replays carry pydantic-ai's `ToolApproved` as replay permission, which is not an approval.
+
+    The engine's recovery plan beside the Host's approval capability in a plain pydantic-ai Agent, without a worker
+    that dies mid-call."""
+    history: list[ModelMessage] = [
         ModelRequest(parts=[UserPromptPart("go")]),
         ModelResponse(parts=[ToolCallPart("transfer", {"amount": 5000}, tool_call_id="c-big")]),
     ]

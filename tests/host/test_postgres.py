@@ -10,6 +10,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -87,7 +88,7 @@ def postgres_url() -> Iterator[str]:
         shutil.chown(root, "nobody", "nogroup")
         shutil.chown(root / "sock", "nobody", "nogroup")
     data, port = root / "data", free_port()
-    run = {"check": True, "capture_output": True, "timeout": 60}
+    run: dict[str, Any] = {"check": True, "capture_output": True, "timeout": 60}
     subprocess.run(
         _as_postgres_user([str(PG_BIN / "initdb"), "-D", str(data), "-U", "app", "--auth=trust", "-E", "UTF8"]),
         **run,

@@ -24,7 +24,9 @@ pytestmark = pytest.mark.django_db
 def sent(settings) -> list[tuple[str, dict]]:
     """Every (group, message) this process publishes, in order."""
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": recording_layer.BACKEND}}
-    return get_channel_layer().sent
+    layer = get_channel_layer()
+    assert isinstance(layer, recording_layer.RecordingChannelLayer)
+    return layer.sent
 
 
 def test_frames_are_published_after_commit_in_position_order(sent, django_capture_on_commit_callbacks):
@@ -82,7 +84,9 @@ class _Listener:
     def __init__(self, group: str) -> None:
         from channels.layers import get_channel_layer
 
-        self.layer = get_channel_layer()
+        layer = get_channel_layer()
+        assert layer is not None, "the tests configure a channel layer"
+        self.layer = layer
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
         self.channel = self._run(self._join(group))

@@ -20,12 +20,14 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
 from django.db import connection
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidHandshake, WebSocketException
+from websockets.typing import Origin
 
 from runs.demo_profile import ensure_demo_profile
 from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, ToolDispatch
@@ -80,14 +82,18 @@ class Fleet:
     def kill_one(self, kind: str, rng: random.Random) -> None:
         if kind == "worker-stop":
             # SIGTERM: no more jobs, a short grace for its runs, then their leases to the sweepers.
-            rng.choice([worker for worker in self.workers if worker.running]).process.send_signal(signal.SIGTERM)
+            rng.choice([worker for worker in self.workers if worker.running]).popen.send_signal(signal.SIGTERM)
         else:
-            rng.choice({"worker": self.workers, "daphne": self.daphnes, "sweeper": self.sweepers}[kind]).kill()
+            groups: dict[str, Sequence[ManagedProcess]] = {
+                "worker": self.workers,
+                "daphne": self.daphnes,
+                "sweeper": self.sweepers,
+            }
+            rng.choice(groups[kind]).kill()
         self.kills.append(kind)
 
     def restart_redis(self) -> None:
-        self.redis.process.kill()
-        self.redis.process.wait(timeout=10)
+        self.redis.kill()
         self.redis.start()
         self.kills.append("redis")
 
@@ -122,7 +128,7 @@ class SocketViewer:
     async def _session(self) -> bool:
         """One connection; True once the execution settled and everything before was received."""
         cursor = self.frames[-1]["position"] if self.frames else None
-        async with connect(self.url, origin=self.origin, additional_headers={"Cookie": self.cookie}) as socket:
+        async with connect(self.url, origin=Origin(self.origin), additional_headers={"Cookie": self.cookie}) as socket:
             await socket.send(json.dumps({"type": "subscribe", "after": cursor}))
             ready, settled = False, False
             while True:

@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ag_ui.core import BaseEvent, Event, EventType
+from ag_ui.core import (
+    BaseEvent,
+    Event,
+    EventType,
+    ReasoningEncryptedValueEvent,
+    SubagentErrorEvent,
+    SubagentFinishedEvent,
+    SubagentStartedEvent,
+    ToolCallResultEvent,
+)
 from ag_ui.encoder import EventEncoder
 from pydantic import TypeAdapter
 
@@ -71,13 +80,13 @@ def assert_agui_stream(events: Sequence[BaseEvent], *, complete: bool, calls_see
                 leftovers = [key for key in open_entities if key[0] is None]
                 assert not leftovers, f"{where}: still open at the end of the run: {leftovers}"
             continue
-        if event.type == EventType.SUBAGENT_STARTED:
-            child = event.subagent_run_id  # type: ignore[attr-defined]
+        if isinstance(event, SubagentStartedEvent):
+            child = event.subagent_run_id
             assert child not in subagents_open and child not in subagents_done, f"{where}: {child} started twice"
             subagents_open.add(child)
             continue
-        if event.type in (EventType.SUBAGENT_FINISHED, EventType.SUBAGENT_ERROR):
-            child = event.subagent_run_id  # type: ignore[attr-defined]
+        if isinstance(event, SubagentFinishedEvent | SubagentErrorEvent):
+            child = event.subagent_run_id
             assert child in subagents_open, f"{where}: {child} finished without being started (or twice)"
             leftovers = [key for key in open_entities if key[0] == child]
             assert not leftovers, f"{where}: {child} finished with open entities {leftovers}"
@@ -88,7 +97,8 @@ def assert_agui_stream(events: Sequence[BaseEvent], *, complete: bool, calls_see
             assert scope in subagents_open, f"{where}: attributed to {scope}, which is not running"
         if event.type in _MESSAGE_KINDS:
             kind, step = _MESSAGE_KINDS[event.type]
-            entity = getattr(event, "tool_call_id", None) or event.message_id  # type: ignore[attr-defined]
+            entity = getattr(event, "tool_call_id", None) or getattr(event, "message_id", None)
+            assert isinstance(entity, str), f"{where}: names no tool call or message"
             key = (scope, kind, entity)
             if step == "start":
                 assert key not in open_entities and key not in ended, f"{where}: {key} started twice"
@@ -102,18 +112,18 @@ def assert_agui_stream(events: Sequence[BaseEvent], *, complete: bool, calls_see
                 assert key in open_entities, f"{where}: end for {key}, which is not open"
                 del open_entities[key]
                 ended.add(key)
-        elif event.type == EventType.REASONING_ENCRYPTED_VALUE:
-            key = (scope, "reasoning", event.entity_id)  # type: ignore[attr-defined]
+        elif isinstance(event, ReasoningEncryptedValueEvent):
+            key = (scope, "reasoning", event.entity_id)
             assert key in open_entities, f"{where}: encrypted value for {key}, which is not open"
-        elif event.type == EventType.TOOL_CALL_RESULT:
-            key = (scope, "tool", event.tool_call_id)  # type: ignore[attr-defined]
+        elif isinstance(event, ToolCallResultEvent):
+            key = (scope, "tool", event.tool_call_id)
             assert key not in open_entities, f"{where}: result for {key} before its call ended"
             if calls_seen:
                 assert key in ended, f"{where}: result for {key}, which is not a call of its scope"
                 assert key not in answered, f"{where}: a second result for {key}"
                 answered.add(key)
-            unique = ("message", event.message_id)  # type: ignore[attr-defined]
-            assert unique not in opened_ids, f"{where}: id {event.message_id!r} was already used in this run"  # type: ignore[attr-defined]
+            unique = ("message", event.message_id)
+            assert unique not in opened_ids, f"{where}: id {event.message_id!r} was already used in this run"
             opened_ids.add(unique)
     if complete:
         assert run_started, "the run never started"

@@ -3,6 +3,8 @@ tools, waiting for an execution's status, and a request's row on the page."""
 
 from __future__ import annotations
 
+from playwright.sync_api import Locator, Page
+
 from runs.models import Execution, ExecutionStatus, Thread
 from runs.services.lifecycle import executions
 from tests.support import factories
@@ -31,5 +33,5 @@ def suspend_on_records(thread: Thread) -> Execution:
     return execution
 
 
-def row(page, tool_name: str):
+def row(page: Page, tool_name: str) -> Locator:
     return page.locator(".deferred-request", has=page.locator(f"code.tool-name:text-is('{tool_name}')"))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from playwright.sync_api import Page
 
-def log_in(page, base_url: str, username: str, password: str) -> None:
+
+def log_in(page: Page, base_url: str, username: str, password: str) -> None:
     page.goto(f"{base_url}/login/")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", password)

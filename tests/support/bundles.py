@@ -18,12 +18,13 @@ from ag_ui.core import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
+from django.utils import timezone
 
 from runs.demo_profile import ensure_demo_profile
 from runs.models import BundleMode, Decision, Execution, RunStatus, Verdict
 from runs.protocol import event_frame_text
 from runs.services.lifecycle import Answer, bundle_export, executions, pending_requests, submit_decisions
-from runs.services.reports import timeline_page
+from runs.services.reports import durations, timeline_page
 from runs.services.timeline import read_side, redactor_for
 from runs.services.worker import runner
 from tests.support import factories
@@ -110,7 +111,8 @@ def page_data(execution: Execution) -> dict[str, Any]:
     execution = Execution.objects.select_related("thread", "policy_version").get(pk=execution.pk)
     lanes = read_side.lanes_of(execution)
     redactor = redactor_for(execution.policy_version)
-    config = timeline_page.page_config(execution, lanes)
+    times = durations.execution_times(execution, [lane.run for lane in lanes])
+    config = timeline_page.page_config(execution, lanes, times.as_json(timezone.now()))
     frames = []
     for frame in read_side.frames_after(execution.pk, 0, limit=100_000):
         decoded = json.loads(event_frame_text(frame))

@@ -18,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+from pydantic import TypeAdapter
 from pydantic_ai import FunctionToolCallEvent, ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo
 
@@ -26,6 +27,7 @@ from runs.harness import (
     ExecutableAgent,
     HarnessEvent,
     HarnessState,
+    ToolRecoveryMode,
     is_unknown_result,
     recovery_retryable,
     scripted_model,
@@ -75,10 +77,11 @@ async def crash(directory: Path) -> None:
                 staging.replace(directory / "state.json")
 
 
-async def resume(directory: Path, mode: str) -> None:
+async def resume(directory: Path, mode: ToolRecoveryMode) -> None:
     directory = directory / mode
     state = HarnessState.model_validate_json((directory / "state.json").read_text())
     result = await executable(directory, block=False).run(previous_state=state, tool_recovery=mode)
+    assert result.state is not None, result.failure
     results = {
         part.tool_call_id: "unknown" if is_unknown_result(part) else part.content
         for message in result.state.message_history
@@ -95,4 +98,4 @@ if __name__ == "__main__":
         asyncio.run(crash(directory))
     else:
         for mode in sys.argv[3:]:
-            asyncio.run(resume(directory, mode))
+            asyncio.run(resume(directory, TypeAdapter(ToolRecoveryMode).validate_python(mode)))

@@ -8,6 +8,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connection
 
@@ -36,7 +37,7 @@ def settle(pks: set[int], *, timeout: float = 120) -> dict[int, str]:
     )
 
 
-def approve_all(execution: Execution, user) -> None:
+def approve_all(execution: Execution, user: User) -> None:
     execution.refresh_from_db()
     requests = pending_set(execution)
     assert requests, f"{execution} has nothing to approve"
@@ -49,18 +50,18 @@ def approve_all(execution: Execution, user) -> None:
     )
 
 
-def demo_scene(approver) -> dict[str, Execution]:
+def demo_scene(approver: User) -> dict[str, Execution]:
     """Every demo execution by thread title, settled; needs the live stack and a short lease (3 s). Built on a
     thread of its own: the demo runs one execution in this process, which a Playwright page's loop would refuse."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(_build, approver).result()
 
 
-def _build(approver) -> dict[str, Execution]:
+def _build(approver: User) -> dict[str, Execution]:
     call_command("harness_demo")
-    child_thread = executions.create_thread(
-        Execution.objects.select_related("thread__profile").first().thread.profile, title=CHILD_TITLE
-    )
+    first = Execution.objects.select_related("thread__profile").first()
+    assert first is not None, "harness_demo started nothing"
+    child_thread = executions.create_thread(first.thread.profile, title=CHILD_TITLE)
     executions.start_execution(child_thread, "child: deploy release 2.0", trigger=ExecutionTrigger.DEMO)
     scene = {e.thread.title: e for e in Execution.objects.select_related("thread").filter(parent_request=None)}
     settle({execution.pk for execution in scene.values()})

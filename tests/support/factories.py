@@ -16,7 +16,7 @@ import itertools
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from ag_ui.core import (
     BaseEvent,
@@ -26,7 +26,7 @@ from ag_ui.core import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Permission, User
 from django.utils import timezone
 from pydantic_ai import DeferredToolRequests as NativeDeferredToolRequests
 from pydantic_ai import ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
@@ -43,6 +43,7 @@ from runs.harness import (
     HarnessState,
     InlineDelegationPayload,
     PendingDeferredCalls,
+    RunOutcome,
     RunUsageSummary,
     SafeFailure,
     encode_item,
@@ -134,10 +135,18 @@ class SourceRun:
             lifecycle_event("model_request_started", request_id=f"model-request-{index}", request_index=index)
         )
 
-    def delegation(self, action: str, child: SourceRun | None, *, status: str, parent_run_id: str, **extra: Any):
+    def delegation(
+        self,
+        action: Literal["started", "completed", "failed"],
+        child: SourceRun | None,
+        *,
+        status: str,
+        parent_run_id: str,
+        **extra: Any,
+    ) -> HarnessEvent:
         payload = InlineDelegationPayload(
             invocation_id="delegation-" + "0" * 31 + "1",
-            action=action,  # type: ignore[arg-type]
+            action=action,
             child_instance_id="child-instance",
             subagent="researcher",
             status=status,
@@ -148,10 +157,10 @@ class SourceRun:
         )
         return self.item(payload.to_event())
 
-    def result(self, status: str, **fields: Any) -> HarnessRunResultEvent[Any]:
+    def result(self, status: RunOutcome, **fields: Any) -> HarnessRunResultEvent[Any]:
         if status in ("completed", "suspended"):
             fields.setdefault("state", HarnessState.new(thread_id=self.thread_id))
-        result = HarnessRunResult(thread_id=self.thread_id, run_id=self.run_id, status=status, **fields)  # type: ignore[arg-type]
+        result = HarnessRunResult(thread_id=self.thread_id, run_id=self.run_id, status=status, **fields)
         sequence, occurred_at = self._stamp()
         return HarnessRunResultEvent(self.thread_id, self.run_id, sequence, occurred_at, result)
 
@@ -223,7 +232,7 @@ START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 UNFINISHED = {"queued", "running"}
 
 
-def encoded(event: BaseEvent) -> dict:
+def encoded(event: BaseEvent) -> dict[str, Any]:
     return event.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
@@ -257,7 +266,7 @@ def make_execution(thread: Thread | None = None, *, status: str = "running", inp
     )
 
 
-def make_run(execution: Execution, *, reason: str = "initial", status: str = "running", **fields) -> Run:
+def make_run(execution: Execution, *, reason: str = "initial", status: str = "running", **fields: Any) -> Run:
     number = execution.runs.count() + 1
     return Run.objects.create(
         execution=execution,
@@ -295,7 +304,9 @@ def append_events(run: Run, events: Iterable[BaseEvent], *, subagent_run_id: str
     return TimelineEvent.objects.bulk_create(rows)
 
 
-def text_run_events(run: Run, text_chunks: Iterable[str], *, message_id: str = "m1", finish: bool = True):
+def text_run_events(
+    run: Run, text_chunks: Iterable[str], *, message_id: str = "m1", finish: bool = True
+) -> list[BaseEvent]:
     """A run that streams one assistant message in chunks."""
     thread_id = run.execution.thread.thread_id
     events: list[BaseEvent] = [
@@ -317,7 +328,9 @@ class Suspended:
 
     @property
     def checkpoint_id(self) -> int:
-        return self.execution.thread.selected_checkpoint_id
+        checkpoint_id = self.execution.thread.selected_checkpoint_id
+        assert checkpoint_id is not None, "a suspended execution's thread has a selected checkpoint"
+        return checkpoint_id
 
 
 def suspended_execution(
@@ -347,6 +360,7 @@ def suspended_execution(
         execution=execution, number=1, run_id=run_id, status=RunStatus.SUSPENDED, policy_version=version
     )
     pending = [*approvals, *calls]
+    assert thread.selected_checkpoint is not None, "a new thread starts at its initial checkpoint"
     state = checkpoints.load(thread.selected_checkpoint).with_changes(
         message_history=[ModelRequest(parts=[UserPromptPart("pay acme")]), ModelResponse(parts=list(pending))]
     )
@@ -354,7 +368,7 @@ def suspended_execution(
         NativeDeferredToolRequests(calls=list(calls), approvals=list(approvals)),
         definitions={name: tool.tool_def for name, tool in TOOLS.items()},
     )
-    result = HarnessRunResult(
+    result: HarnessRunResult[Any] = HarnessRunResult(
         thread_id=thread.thread_id,
         run_id=run_id,
         status="suspended",
@@ -414,7 +428,9 @@ def join_default_team(sender: Any, instance: Any, created: bool, raw: bool = Fal
         )
 
 
-def member(user_model, username: str, team: Team, role: TeamRole | None, *, password: str = "pw-member-1"):
+def member(
+    user_model: type[User], username: str, team: Team, role: TeamRole | None, *, password: str = "pw-member-1"
+) -> User:
     """A user whose only membership is `role` in `team` (none if `role` is None)."""
     user = user_model.objects.create_user(username, password=password)
     Membership.objects.filter(user=user).delete()
@@ -423,7 +439,7 @@ def member(user_model, username: str, team: Team, role: TeamRole | None, *, pass
     return user
 
 
-def create_decider(user_model, username: str, password: str):
+def create_decider(user_model: type[User], username: str, password: str) -> User:
     """A user with the permission to answer deferred requests (an approver in each of their teams)."""
     user = user_model.objects.create_user(username, password=password)
     user.user_permissions.add(*Permission.objects.filter(codename="decide_deferred"))

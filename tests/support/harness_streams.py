@@ -22,7 +22,7 @@ def call_then_echo(tool_name: str, call_id: str) -> Script:
     def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         returns = [part for part in messages[-1].parts if isinstance(part, ToolReturnPart)]
         if returns:
-            return ModelResponse(parts=[TextPart(returns[0].content)])
+            return ModelResponse(parts=[TextPart(returns[0].model_response_str())])
         return ModelResponse(parts=[ToolCallPart(tool_name, {}, call_id)])
 
     return script

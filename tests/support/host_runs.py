@@ -4,12 +4,14 @@ lease, and check that its journal and timeline have no gaps."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.utils import timezone
 
+from runs.harness import HarnessState
 from runs.harness.demo import demo_tools
-from runs.models import Execution, Run, Thread, TimelineEvent
+from runs.models import Checkpoint, Execution, Run, Thread, TimelineEvent
 from runs.services.lifecycle import executions
 from runs.services.store import checkpoints
 from runs.services.worker import runner
@@ -37,12 +39,12 @@ def assert_contiguous(execution: Execution) -> None:
             assert sequences == list(range(len(sequences)))
 
 
-def crash_at_model_request(monkeypatch, number: int, boundary: str = "model_request") -> None:
+def crash_at_model_request(monkeypatch: pytest.MonkeyPatch, number: int, boundary: str = "model_request") -> None:
     """Kill the worker when it is about to store its `number`-th checkpoint at `boundary`."""
     real = checkpoints.record
     seen = {"count": 0}
 
-    def record(run, state, **kwargs):
+    def record(run: Run, state: HarnessState, **kwargs: Any) -> Checkpoint:
         if kwargs.get("metadata", {}).get("boundary") == boundary:
             seen["count"] += 1
             if seen["count"] == number:
@@ -56,7 +58,7 @@ def expire_leases() -> None:
     Run.objects.exclude(lease_token=None).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
 
 
-def dead_after_the_slow_step(thread: Thread, monkeypatch) -> Run:
+def dead_after_the_slow_step(thread: Thread, monkeypatch: pytest.MonkeyPatch) -> Run:
     """A run whose worker died after the slow step returned, its lease already expired."""
     dead = start(thread, "look up the record, then a slow 0.1 step")
     crash_at_model_request(monkeypatch, 3)
@@ -68,7 +70,7 @@ def dead_after_the_slow_step(thread: Thread, monkeypatch) -> Run:
     return dead
 
 
-def crashed_run(monkeypatch) -> Run:
+def crashed_run(monkeypatch: pytest.MonkeyPatch) -> Run:
     """A run whose worker died after its first model request, with an open lane and an expired lease."""
     run = factories.queued_run("look up REC-42", on=factories.thread(model="demo", tools=DEMO_TOOLS))
     crash_at_model_request(monkeypatch, 2)

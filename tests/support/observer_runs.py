@@ -19,10 +19,10 @@ from observers.agui import HarnessAguiObserver, HarnessAguiStreamObserver
 from tests.support.factories import SourceRun
 
 # Generated runs are large by design (whole streams with children); slow generation is expected, not a bug.
-_LARGE_RUNS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
+_LARGE_RUNS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
-settings.register_profile("agui", max_examples=25, **_LARGE_RUNS)
-settings.register_profile("thorough", max_examples=400, **_LARGE_RUNS)
+settings.register_profile("agui", _LARGE_RUNS, max_examples=25)
+settings.register_profile("thorough", _LARGE_RUNS, max_examples=400)
 
 OBSERVERS: dict[str, tuple[type[HarnessAguiObserver], int]] = {
     "single": (HarnessAguiObserver, 0),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import redis
+from pytest_django.fixtures import Settings
 from rq import Worker
 
 from harness_site.settings import channel_layer_config
@@ -30,7 +31,7 @@ class Outage:
     sharing the test database; this process's django-rq and Channels point at the same Redis. `env` adds to the
     processes' environment."""
 
-    def __init__(self, settings, *, workers: int, env: dict[str, str] | None = None) -> None:
+    def __init__(self, settings: Settings, *, workers: int, env: dict[str, str] | None = None) -> None:
         self.redis = RedisServer().start()
         settings.RQ_QUEUES = {"default": {"URL": self.redis.url, "DEFAULT_TIMEOUT": 600}}
         settings.CHANNEL_LAYERS = {"default": channel_layer_config(self.redis.url)}
@@ -61,7 +62,7 @@ class Outage:
 
     def registered_worker_pids(self) -> set[int]:
         try:
-            return {worker.pid for worker in Worker.all(connection=self.client())}
+            return {worker.pid for worker in Worker.all(connection=self.client()) if worker.pid is not None}
         except redis.ConnectionError:
             return set()
 

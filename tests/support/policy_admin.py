@@ -7,7 +7,7 @@ from django.urls import reverse
 from runs.models import HostPolicy
 
 
-def policy_form(**overrides):
+def policy_form(**overrides: str) -> dict[str, str]:
     values = {
         "name": "default",
         "approval_rules": "[]",

@@ -49,7 +49,7 @@ class ProcessGuard:
         sys.addaudithook(self)
         return self
 
-    def __call__(self, event: str, args: tuple) -> None:
+    def __call__(self, event: str, args: tuple[object, ...]) -> None:
         if self.refusing is not None and event in PROCESS_EVENTS:
             raise UnmarkedProcessError(
                 f"{self.refusing} starts a process ({event}) but is not marked `services`: mark it, or name the "

@@ -15,8 +15,9 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, Self, TypeVar
 
 import redis
 
@@ -47,10 +48,11 @@ DAPHNE_OPTIONS = ["--websocket_connect_timeout", "60"]
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
-def wait_until(predicate, *, timeout: float, what: str, interval: float = 0.05) -> None:
+def wait_until(predicate: Callable[[], object], *, timeout: float, what: str, interval: float = 0.05) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -86,7 +88,7 @@ class RedisServer:
         self.port = port or free_port()
         self.dir = tempfile.mkdtemp(prefix="harness-redis-")
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> RedisServer:
         self.process = subprocess.Popen(
@@ -170,9 +172,9 @@ class ManagedProcess:
         self.argv = argv
         self.env = env
         self.log_path = Path(tempfile.mkstemp(prefix=f"harness-{name}-", suffix=".log")[1])
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> ManagedProcess:
+    def start(self) -> Self:
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             self.argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -183,15 +185,21 @@ class ManagedProcess:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    @property
+    def popen(self) -> subprocess.Popen[bytes]:
+        """The started process; asking before `start()` is a mistake in the test."""
+        assert self.process is not None, f"{self.name} was never started"
+        return self.process
+
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Signal the process group and every direct child (RQ 3 moves each work-horse into a group of its own)."""
         if self.running:
-            for child in child_pids(self.process.pid):
+            for child in child_pids(self.popen.pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child, sig)
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, sig)
-            self.process.wait(timeout=20)
+                os.killpg(self.popen.pid, sig)
+            self.popen.wait(timeout=20)
 
     def stop(self) -> None:
         """SIGTERM; SIGKILL if that does not end it (a busy RQ worker waits for Redis before a warm stop)."""
@@ -226,7 +234,7 @@ class DaphneServer(ManagedProcess):
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}"
 
-    def start(self) -> DaphneServer:
+    def start(self) -> Self:
         super().start()
 
         def answers() -> bool:
@@ -251,8 +259,11 @@ class RQWorker(ManagedProcess):
         super().__init__("rqworker", argv, env)
 
 
+Process = TypeVar("Process", bound=ManagedProcess)
+
+
 @contextlib.contextmanager
-def running(process: ManagedProcess) -> Iterator[ManagedProcess]:
+def running(process: Process) -> Iterator[Process]:
     process.start()
     try:
         yield process
@@ -294,7 +305,7 @@ class Supervised:
     def socket_path(self) -> Path:
         return self.var_dir / "supervisor.sock"
 
-    def processes(self) -> dict[str, dict]:
+    def processes(self) -> dict[str, dict[str, Any]]:
         """supervisord's view of every process, by name (`worker-0`, `web-1`, `redis`, ...)."""
         from xmlrpc.client import ServerProxy
 
@@ -302,11 +313,13 @@ class Supervised:
 
         transport = SupervisorTransport(None, None, serverurl=f"unix://{self.socket_path}")
         proxy = ServerProxy("http://127.0.0.1", transport=transport)
-        return {info["name"]: info for info in proxy.supervisor.getAllProcessInfo()}
+        infos = proxy.supervisor.getAllProcessInfo()
+        assert isinstance(infos, list), infos
+        return {info["name"]: info for info in infos}
 
     def stop(self) -> None:
         """What Ctrl-C on `bin/run` does: supervisord stops every process, then itself."""
         if self.supervisord.running:
-            self.supervisord.process.send_signal(signal.SIGINT)
-            self.supervisord.process.wait(timeout=90)
+            self.supervisord.popen.send_signal(signal.SIGINT)
+            self.supervisord.popen.wait(timeout=90)
         shutil.rmtree(self.var_dir, ignore_errors=True)

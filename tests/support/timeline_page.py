@@ -6,13 +6,14 @@ import os
 from pathlib import Path
 
 from django.conf import settings
+from playwright.sync_api import Page
 
 from runs.models import Execution, TimelineEvent
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def screenshot(page, name: str) -> None:
+def screenshot(page: Page, name: str) -> None:
     """The README's pictures are refreshed only on request; an ordinary run writes its own into the var directory,
     so it leaves the checkout clean and runs in parallel (each with its HARNESS_VAR_DIR) keep theirs apart."""
     if os.environ.get("HARNESS_UPDATE_SCREENSHOTS"):
@@ -23,20 +24,21 @@ def screenshot(page, name: str) -> None:
     page.screenshot(path=str(folder / name), full_page=True)
 
 
-def dom_positions(page) -> list[int]:
+def dom_positions(page: Page) -> list[int]:
     """Every timeline position the page shows (items list the positions folded into them), sorted."""
-    return page.evaluate(
+    positions: list[int] = page.evaluate(
         """() => Array.from(document.querySelectorAll('#timeline [data-positions]'))
               .flatMap(el => el.dataset.positions.split(' ').map(Number))
               .sort((a, b) => a - b)"""
     )
+    return positions
 
 
 def stored_positions(execution: Execution) -> list[int]:
     return list(TimelineEvent.objects.filter(execution=execution).values_list("position", flat=True))
 
 
-def wait_until_drawn(page, execution: Execution, timeout: float = 15_000) -> list[int]:
+def wait_until_drawn(page: Page, execution: Execution, timeout: float = 15_000) -> list[int]:
     """Wait until the page has drawn the last stored event; returns the stored positions."""
     stored = stored_positions(execution)
     page.wait_for_selector(f'#timeline[data-rendered="{stored[-1]}"]', timeout=timeout)

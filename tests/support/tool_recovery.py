@@ -84,6 +84,13 @@ def checkpoint_history(*tail: ModelMessage) -> list[ModelMessage]:
     ]
 
 
+def checkpoint_calls() -> list[ToolCallPart]:
+    """The calls of `checkpoint_history()`'s response: c1→a, c2→b."""
+    response = checkpoint_history()[1]
+    assert isinstance(response, ModelResponse)
+    return response.tool_calls
+
+
 def unknown(name: str, tool_call_id: str) -> ToolReturnPart:
     return ToolReturnPart(name, INTERRUPTED_TOOL_RESULT, tool_call_id=tool_call_id, outcome="failed")
 

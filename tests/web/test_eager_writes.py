@@ -32,7 +32,8 @@ def pair() -> Iterator[tuple[tcp.Connection, socket.socket, MemoryReactorClock]]
         peer = socket.create_connection(listener.getsockname())
         accepted, _ = listener.accept()
     reactor = MemoryReactorClock()
-    connection = tcp.Connection(accepted, Protocol(), reactor)
+    # Twisted declares its interfaces with zope's @implementer, which mypy sees only through the mypy-zope plugin.
+    connection = tcp.Connection(accepted, Protocol(), reactor)  # type: ignore[arg-type]
     connection.connected = True
     peer.settimeout(5)
     yield connection, peer, reactor

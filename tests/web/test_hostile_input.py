@@ -13,7 +13,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
-from pydantic_ai import ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+from pydantic_ai import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 
 from runs.models import AgentProfile, Checkpoint, CheckpointKind, DecisionSubmission, Execution, HostPolicy, Thread
 from runs.services.lifecycle import executions
@@ -471,10 +471,11 @@ def test_a_history_check_cannot_confirm_a_guessed_secret(viewer):
 
     def post(history: str) -> tuple[int, str | None]:
         thread = executions.create_thread(demo_profile())
-        held = [
+        held: list[ModelMessage] = [
             ModelRequest(parts=[UserPromptPart("deploy with password=hunter2")]),
             ModelResponse(parts=[TextPart("ok")]),
         ]
+        assert thread.selected_checkpoint is not None
         state = checkpoints.load(thread.selected_checkpoint).with_changes(message_history=held)
         thread.selected_checkpoint = checkpoints.create(thread, state, kind=CheckpointKind.FORK)
         thread.save(update_fields=["selected_checkpoint"])

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 from ag_ui.core import TextMessageContentEvent
 from django.db import connection, transaction
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
+from websockets.typing import Origin
 
 from runs.protocol import PIECE_CHARS, pieces
 from runs.services.timeline import publish_frames, read_side
@@ -41,7 +43,7 @@ def open_socket(stack, user, execution_pk: int):
     # The client keeps websockets' own 1 MiB limit: every message the server sends must fit it.
     return connect(
         f"{stack.ws_url}/ws/executions/{execution_pk}/",
-        origin=stack.base_url,
+        origin=Origin(stack.base_url),
         additional_headers={"Cookie": cookie_of(user)},
         max_size=2**20,
     )
@@ -54,11 +56,11 @@ def test_an_execution_with_a_3_mib_event_replays_and_streams_live(live_stack, op
     async def watch() -> tuple[list[dict], list[dict]]:
         async with open_socket(live_stack, operator_user, run.execution_id) as socket:
             await socket.send(json.dumps({"type": "subscribe", "after": None}))
-            replayed = []
+            replayed: list[dict[str, Any]] = []
             while (message := await receive_message(socket))["type"] != "ready":
                 replayed += frames_of(message)
             await asyncio.to_thread(append_and_publish_a_big_event)
-            live = []
+            live: list[dict[str, Any]] = []
             while not live:
                 live += frames_of(await receive_message(socket))
             return replayed, live
@@ -90,6 +92,7 @@ def test_a_failed_replay_closes_with_a_code_daphne_can_send(live_stack, operator
                 while True:
                     await socket.recv()
             except ConnectionClosed as closed:
+                assert closed.rcvd is not None, "the server closed with a close frame"
                 return closed.rcvd.code
 
     assert asyncio.run(asyncio.wait_for(subscribe(), timeout=30)) == 4500

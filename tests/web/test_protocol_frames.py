@@ -43,9 +43,11 @@ async def exchange(user, path: str, subscribe: dict, *, until: str) -> list[str]
     connected, _ = await communicator.connect()
     assert connected
     await communicator.send_json_to(subscribe)
-    texts = [await communicator.receive_from(timeout=5)]
-    while f'"type": "{until}"' not in texts[-1] and f'"type":"{until}"' not in texts[-1]:
-        texts.append(await communicator.receive_from(timeout=5))
+    texts: list[str] = []
+    while not texts or (f'"type": "{until}"' not in texts[-1] and f'"type":"{until}"' not in texts[-1]):
+        text = await communicator.receive_from(timeout=5)
+        assert isinstance(text, str), "the Host sends text messages"
+        texts.append(text)
     await communicator.disconnect()
     return texts
 

@@ -18,6 +18,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 from websockets.asyncio.client import connect
+from websockets.typing import Origin
 
 from runs.demo_profile import ensure_demo_profile
 from runs.models import (
@@ -58,7 +59,7 @@ async def socket_frames(ws_url: str, base_url: str, cookie: str, execution_pk: i
     """Every message the execution's websocket sends up to `ready`: a whole replay, as a browser gets it."""
     received = []
     async with connect(
-        f"{ws_url}/ws/executions/{execution_pk}/", origin=base_url, additional_headers={"Cookie": cookie}
+        f"{ws_url}/ws/executions/{execution_pk}/", origin=Origin(base_url), additional_headers={"Cookie": cookie}
     ) as socket:
         await socket.send(json.dumps({"type": "subscribe", "after": None}))
         while True:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from runs.protocol import PIECE_CHARS
+from runs.protocol import PIECE_CHARS, TimelineFrame
 from runs.services.timeline import read_side
 from tests.support import factories
 from tests.support.sockets import as_user
@@ -25,7 +25,7 @@ async def test_a_long_replay_arrives_whole_in_messages_that_each_fit_a_piece(dja
 
     user = await sync_to_async(django_user_model.objects.create_user)("viewer", password="pw-viewer-1")
 
-    def seeded() -> tuple[int, list[dict]]:
+    def seeded() -> tuple[int, list[TimelineFrame]]:
         run = factories.make_run(factories.make_execution(status="running"))
         chunks = [f"chunk {number} é " + "x" * 200 for number in range(4000)]
         factories.append_events(run, factories.text_run_events(run, chunks, finish=False))

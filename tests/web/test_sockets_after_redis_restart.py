@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 from ag_ui.core import TextMessageContentEvent
@@ -95,9 +96,9 @@ def test_a_timeline_socket_gets_events_and_the_end_after_a_redis_restart(restart
             await sync_to_async(restartable.redis.kill)()
             await sync_to_async(restartable.redis.start)()
             position = await sync_to_async(append_and_finish)()
-            events = []
+            events: list[dict[str, Any]] = []
 
-            def collect(message: dict) -> bool:
+            def collect(message: dict[str, Any]) -> bool:
                 events.extend([message] if message["type"] == "event" else message.get("events", []))
                 return message.get("status") == "completed"
 

@@ -10,6 +10,7 @@ import json
 import re
 
 from ag_ui.core import (
+    BaseEvent,
     CustomEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
@@ -209,7 +210,7 @@ def large_execution(target_events: int = 20_000):
     """Steps of reasoning, streamed text, harness facts and a tool call, like a long agent session."""
     execution = factories.make_execution(factories.make_thread("Twenty thousand events"), status="completed")
     run = factories.make_run(execution, status="completed")
-    events = [RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id)]
+    events: list[BaseEvent] = [RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id)]
     step = 0
     while len(events) < target_events - 1:
         r, t, c = f"r{step}", f"t{step}", f"call-{step}"

@@ -55,7 +55,8 @@ class AguiClient:
             check=False,
         )
         assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
+        report: dict[str, list[str]] = json.loads(done.stdout)
+        return report
 
     def verify_streams(self, streams: Mapping[str, Sequence[BaseEvent | Mapping[str, Any]]]) -> dict[str, list[str]]:
         """Each stream checked by `verifyEvents` and each event by the @ag-ui/core schema; errors per stream."""
