@@ -15,7 +15,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -92,13 +92,23 @@ class _Start:
     chain: checkpoints.CheckpointChain
 
 
+# In the worker, lease renewals have a thread (and database connection) of their own: behind the journal writes of
+# every run on its loop they could come too late and lose a lease that is being used.
+LEASE_RENEWALS = ThreadPoolExecutor(1, thread_name_prefix="lease-heartbeat")
+
+
 def execute_run(run_pk: int, *, after_boundary: BoundaryHook | None = None, build: AgentBuilder = _from_profile) -> str:
-    """`aexecute_run` for a caller without an event loop (the demo command, a replay, tests)."""
-    return async_to_sync(aexecute_run)(run_pk, after_boundary=after_boundary, build=build)
+    """`aexecute_run` for a caller without an event loop (the demo command, a replay, tests). Its one run renews
+    its lease on the caller's own thread and connection, so it also works inside the caller's transaction."""
+    return async_to_sync(aexecute_run)(run_pk, after_boundary=after_boundary, build=build, heartbeats=None)
 
 
 async def aexecute_run(
-    run_pk: int, *, after_boundary: BoundaryHook | None = None, build: AgentBuilder = _from_profile
+    run_pk: int,
+    *,
+    after_boundary: BoundaryHook | None = None,
+    build: AgentBuilder = _from_profile,
+    heartbeats: Executor | None = LEASE_RENEWALS,
 ) -> str:
     """Run a queued Run to its end; returns a short outcome for the RQ job's result.
 
@@ -111,7 +121,7 @@ async def aexecute_run(
     if lease is None:
         return "skipped: the run is not queued"
     try:
-        return await _drive(run_pk, lease, after_boundary, build)
+        return await _drive(run_pk, lease, after_boundary, build, heartbeats)
     except LeaseLost as exc:
         log.warning("%s", exc)
         return "stopped: lease lost"
@@ -175,12 +185,7 @@ class _CancelSwitch:
             self._target()
 
 
-# Lease renewals have a thread (and database connection) of their own: behind the journal writes of every run
-# on this worker's loop, they could come too late and lose a lease that is being used.
-_HEARTBEATS = ThreadPoolExecutor(1, thread_name_prefix="lease-heartbeat")
-
-
-async def _heartbeat(lease: Lease, cancel: _CancelSwitch) -> None:
+async def _heartbeat(lease: Lease, cancel: _CancelSwitch, heartbeats: Executor | None) -> None:
     interval = max(lease.seconds / 3, 0.2)
     loop = asyncio.get_running_loop()
     while True:
@@ -188,7 +193,12 @@ async def _heartbeat(lease: Lease, cancel: _CancelSwitch) -> None:
         await asyncio.sleep(interval)
         loop_lag.note(loop.time() - asleep_at - interval, run_pk=lease.run_pk)
         try:
-            cancel_requested = await sync_to_async(_heartbeat_once, thread_sensitive=False, executor=_HEARTBEATS)(lease)
+            if heartbeats is None:
+                cancel_requested = await sync_to_async(_heartbeat_once)(lease)
+            else:
+                cancel_requested = await sync_to_async(_heartbeat_once, thread_sensitive=False, executor=heartbeats)(
+                    lease
+                )
         except LeaseLost:
             # Stop producing; whatever the stream still yields is refused by the lease checks.
             cancel()
@@ -197,10 +207,12 @@ async def _heartbeat(lease: Lease, cancel: _CancelSwitch) -> None:
             cancel()
 
 
-async def _drive(run_pk: int, lease: Lease, after_boundary: BoundaryHook | None, build: AgentBuilder) -> str:
+async def _drive(
+    run_pk: int, lease: Lease, after_boundary: BoundaryHook | None, build: AgentBuilder, heartbeats: Executor | None
+) -> str:
     # The heartbeat starts before anything slow (loading, building the agent) so the lease never lapses.
     cancel = _CancelSwitch()
-    heartbeat = asyncio.create_task(_heartbeat(lease, cancel))
+    heartbeat = asyncio.create_task(_heartbeat(lease, cancel, heartbeats))
     try:
         await sync_to_async(publish_status_now)(lease.execution_pk)
         async with worker_sender():
