@@ -57,7 +57,7 @@ RETRIED_CODES = frozenset({408, 429})
 
 
 @dataclass(frozen=True)
-class Outcome:
+class DeliveryOutcome:
     delivered: bool
     retry: bool
     code: int | None = None
@@ -112,7 +112,7 @@ def drain(seconds: float = DRAIN_SECONDS) -> int:
             attempted += 1
 
 
-def post(webhook: Webhook, delivery: WebhookDelivery) -> Outcome:
+def post(webhook: Webhook, delivery: WebhookDelivery) -> DeliveryOutcome:
     body = delivery.body.encode()
     headers = {
         "Content-Type": "application/json",
@@ -125,15 +125,15 @@ def post(webhook: Webhook, delivery: WebhookDelivery) -> Outcome:
     try:
         response = httpx.post(webhook.url, content=body, headers=headers, timeout=timeout, follow_redirects=False)
     except httpx.TimeoutException:
-        return Outcome(delivered=False, retry=True, error=f"No answer within {timeout:g} s.")
+        return DeliveryOutcome(delivered=False, retry=True, error=f"No answer within {timeout:g} s.")
     except httpx.HTTPError as exc:
-        return Outcome(delivered=False, retry=True, error=f"{type(exc).__name__}: {exc}"[:ERROR_CHARS])
+        return DeliveryOutcome(delivered=False, retry=True, error=f"{type(exc).__name__}: {exc}"[:ERROR_CHARS])
     code = response.status_code
     if response.is_success:
-        return Outcome(delivered=True, retry=False, code=code)
+        return DeliveryOutcome(delivered=True, retry=False, code=code)
     if response.is_redirect:
         target = response.headers.get("location", "")[:ERROR_CHARS]
-        return Outcome(
+        return DeliveryOutcome(
             delivered=False,
             retry=False,
             code=code,
@@ -142,7 +142,7 @@ def post(webhook: Webhook, delivery: WebhookDelivery) -> Outcome:
             ),
         )
     retry = response.is_server_error or code in RETRIED_CODES
-    return Outcome(delivered=False, retry=retry, code=code, error=f"Answered {code} {response.reason_phrase}.")
+    return DeliveryOutcome(delivered=False, retry=retry, code=code, error=f"Answered {code} {response.reason_phrase}.")
 
 
 def attempt(delivery_pk: int) -> str:
@@ -157,7 +157,7 @@ def attempt(delivery_pk: int) -> str:
     if webhook.active:
         outcome = post(webhook, delivery)
     else:
-        outcome = Outcome(delivered=False, retry=False, error="The webhook is switched off.")
+        outcome = DeliveryOutcome(delivered=False, retry=False, error="The webhook is switched off.")
     now = timezone.now()
     fields: dict[str, object] = {"response_code": outcome.code, "last_error": outcome.error}
     if outcome.delivered:

@@ -30,8 +30,8 @@ from observers.socket_sessions import socket_auth_stack  # noqa: E402
 application: ProtocolTypeRouter | ProxiedClients = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        # types-channels wants the routes typed as Channels' own; django-stubs types them as HTTP routes.
         "websocket": AllowedHostsOriginValidator(
+            # types-channels wants the routes typed as Channels' own; django-stubs types them as HTTP routes.
             socket_auth_stack(URLRouter(websocket_urlpatterns))  # type: ignore[arg-type]
         ),
     }

@@ -28,7 +28,7 @@ class SocketSessionMiddleware(BaseMiddleware):
     # calls `inner` ASGI 3 style, with the scope as a plain dict, as here.
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:  # type: ignore[override]
         scope = {**scope, "session": session_store(scope["cookies"].get(settings.SESSION_COOKIE_NAME))}
-        return await self.inner(scope, receive, send)  # type: ignore[arg-type,call-arg,misc]
+        return await self.inner(scope, receive, send)  # type: ignore[arg-type,call-arg,misc]  # ASGI 3, as above
 
 
 def socket_auth_stack(inner: Any) -> CookieMiddleware:

@@ -4,9 +4,12 @@ annotations hold (mypy with the pydantic and django-stubs plugins over every pac
 pyproject.toml)."""
 
 import ast
+import io
+import re
 import shutil
 import subprocess
 import sys
+import tokenize
 import tomllib
 from collections import defaultdict
 from pathlib import Path
@@ -99,7 +102,7 @@ def test_mypy_covers_every_package_and_the_tests():
 
 # Django finds a management command by this class name in its module; nothing else may share a type's name.
 REQUIRED_NAMES = {"Command"}
-SOURCES = ("runs", "observers", "agui_api", "harness_site", "bench", "tests")
+SOURCES = ("runs", "observers", "agui_api", "alerts", "harness_site", "bench", "tests")
 
 
 def _declares_a_type(node: ast.stmt) -> str | None:
@@ -131,3 +134,49 @@ def test_no_two_types_share_a_name():
     shadowing = {name: (places, libraries[name]) for name, places in declared.items() if name in libraries}
     assert not twice, twice
     assert not shadowing, shadowing
+
+
+_IGNORE = re.compile(r"#\s*type:\s*ignore(?P<codes>\[[a-z, -]+\])?(?P<after>.*)")
+
+
+def unexplained_ignores(source: str) -> list[int]:
+    """The lines of `source` whose `type: ignore` names no error code or gives no reason (see below)."""
+    lines = source.splitlines()
+    explained: dict[int, bool] = {}
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        match = _IGNORE.search(token.string) if token.type == tokenize.COMMENT else None
+        if match is None:
+            continue
+        line = token.start[0]
+        said_here = re.fullmatch(r"\s*#\s*\S.*", match["after"]) is not None
+        said_above = line > 1 and lines[line - 2].lstrip().startswith("#")
+        explained[line] = bool(match["codes"]) and (said_here or said_above or explained.get(line - 1, False))
+    return [line for line, ok in explained.items() if not ok]
+
+
+def test_every_type_ignore_names_its_code_and_a_reason():
+    """Each `# type: ignore[code]` says why the checker is wrong there: a comment after it on its line
+    (`# type: ignore[code]  # why`), or a comment line just above it. A run of ignores on consecutive lines shares
+    the reason of its first. A bare `# type: ignore`, without a code, never passes."""
+    found = {}
+    for source in SOURCES:
+        for path in sorted((ROOT / source).rglob("*.py")):
+            if "node_modules" not in path.parts and (lines := unexplained_ignores(path.read_text())):
+                found[str(path.relative_to(ROOT))] = lines
+    assert not found, found
+
+
+@pytest.mark.parametrize(
+    ("source", "unexplained"),
+    [
+        ("x = f()  # type: ignore[misc]  # the stubs miss it\n", []),
+        ("# the stubs miss it\nx = f()  # type: ignore[misc]\ny = f()  # type: ignore[misc]\n", []),
+        ("x = f()  # type: ignore[misc]\n", [1]),
+        ("x = f()  # type: ignore  # no code\n", [1]),
+        ("x = 1\ny = f()  # type: ignore[misc]\n", [2]),
+        ("# why\nx = 1\ny = f()  # type: ignore[misc]\nz = f()  # type: ignore[misc]\n", [3, 4]),
+        ('x = "# type: ignore[misc]"\n', []),
+    ],
+)
+def test_the_ignore_rule_catches_its_offenders(source, unexplained):
+    assert unexplained_ignores(source) == unexplained

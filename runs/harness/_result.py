@@ -46,7 +46,7 @@ class SafeFailure(BaseModel):
     retry_hint: RetryHint = "none"
     details_json: CanonicalJson = Field(default=b"{}", validation_alias="details", exclude=True, repr=False)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy takes no decorator over a @property
     @property
     def details(self) -> dict[str, JsonValue]:
         details: dict[str, JsonValue] = json.loads(self.details_json)

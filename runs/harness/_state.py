@@ -137,7 +137,7 @@ class CapabilityState(BaseModel):
     version: str = Field(min_length=1)
     data_json: CanonicalJson = Field(validation_alias="data", exclude=True, repr=False)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy takes no decorator over a @property
     @property
     def data(self) -> JsonValue:
         return _loaded(self.data_json)
@@ -164,7 +164,7 @@ class AgentContextStateSnapshot(BaseModel):
         default=b"{}", validation_alias="entries", exclude=True, repr=False
     )
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy takes no decorator over a @property
     @property
     def entries(self) -> dict[str, CapabilityState]:
         return {key: CapabilityState.model_validate(raw) for key, raw in json.loads(self.entries_json).items()}
@@ -183,7 +183,7 @@ class EnvironmentState(BaseModel):
     state_version: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     state_json: CanonicalJson = Field(validation_alias="state", exclude=True, repr=False)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy takes no decorator over a @property
     @property
     def state(self) -> JsonValue:
         return _loaded(self.state_json)
@@ -251,14 +251,14 @@ class HarnessState(BaseModel):
         value = super().__getattr__(name)  # type: ignore[misc]
         return deepcopy(value) if name in (self.__pydantic_extra__ or {}) else value
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy takes no decorator over a @property
     @property
     def message_history(
         self,
     ) -> Annotated[tuple[ModelMessage, ...], PlainSerializer(_dump_messages, when_used="json")]:
         return tuple(ModelMessagesTypeAdapter.validate_json(self.message_history_json))
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy takes no decorator over a @property
     @property
     def environment_states(self) -> dict[str, EnvironmentState]:
         return {

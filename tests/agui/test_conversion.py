@@ -57,7 +57,7 @@ from observers.agui import (
     HarnessAguiObserver,
 )
 from runs.harness import HarnessExtensionEvent, InputSource, InputTextEvent
-from tests.support.agui_rules import assert_agui_stream
+from tests.support.agui_rules import assert_agui_stream, event_as
 from tests.support.factories import SourceRun
 
 
@@ -116,7 +116,7 @@ def test_text_start_with_content_emits_it(run: SourceRun, observer: HarnessAguiO
 def test_text_end_without_start(run: SourceRun, observer: HarnessAguiObserver) -> None:
     events = observer.observe(run.item(PartEndEvent(index=3, part=TextPart("whole"))))
     assert types(events) == ["TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"]
-    assert events[1].delta == "whole"  # type: ignore[attr-defined]
+    assert event_as(TextMessageContentEvent, events[1]).delta == "whole"
 
 
 def test_text_delta_without_start_opens_the_message(run: SourceRun, observer: HarnessAguiObserver) -> None:
@@ -146,15 +146,15 @@ def test_message_ids_follow_the_request_index(run: SourceRun, observer: HarnessA
     observer.observe(run.request(2))
     generated = observer.observe(run.item(PartStartEvent(index=0, part=TextPart("a"))))
     provided = observer.observe(run.item(PartStartEvent(index=1, part=TextPart("b", id="msg_1"))))
-    assert generated[0].message_id == "run-1:request-2:part-0:text"  # type: ignore[attr-defined]
-    assert provided[0].message_id == "msg_1"  # type: ignore[attr-defined]
+    assert event_as(TextMessageStartEvent, generated[0]).message_id == "run-1:request-2:part-0:text"
+    assert event_as(TextMessageStartEvent, provided[0]).message_id == "msg_1"
 
 
 def test_an_open_part_keeps_its_id_across_requests(run: SourceRun, observer: HarnessAguiObserver) -> None:
     observer.observe(run.item(PartStartEvent(index=0, part=TextPart("a"))))
     observer.observe(run.request(1))
     (end,) = observer.observe(run.item(PartEndEvent(index=0, part=TextPart("a"))))
-    assert end.message_id == "run-1:request-0:part-0:text"  # type: ignore[attr-defined]
+    assert event_as(TextMessageEndEvent, end).message_id == "run-1:request-0:part-0:text"
 
 
 def test_thinking_start_with_content_and_signature(run: SourceRun, observer: HarnessAguiObserver) -> None:
@@ -190,7 +190,7 @@ def test_tool_call_parts_become_one_call_at_the_end(run: SourceRun, observer: Ha
     end = observer.observe(
         run.item(PartEndEvent(index=0, part=ToolCallPart("weather", {"z": 1, "city": "Paris"}, tool_call_id="c1")))
     )
-    assert [event.name for event in start + delta] == [  # type: ignore[attr-defined]
+    assert [event_as(CustomEvent, event).name for event in start + delta] == [
         "a13n.pydantic_ai.part_start",
         "a13n.pydantic_ai.part_delta",
     ]
@@ -204,7 +204,7 @@ def test_tool_call_parts_become_one_call_at_the_end(run: SourceRun, observer: Ha
 def test_tool_call_args_text_and_none(run: SourceRun, observer: HarnessAguiObserver) -> None:
     text = observer.observe(run.item(PartEndEvent(index=0, part=ToolCallPart("a", '{"x": 1}', tool_call_id="c1"))))
     none = observer.observe(run.item(PartEndEvent(index=1, part=ToolCallPart("b", None, tool_call_id="c2"))))
-    assert text[1].delta == '{"x": 1}'  # type: ignore[attr-defined]
+    assert event_as(ToolCallArgsEvent, text[1]).delta == '{"x": 1}'
     assert types(none) == ["TOOL_CALL_START", "TOOL_CALL_END"]
 
 
@@ -221,7 +221,8 @@ def test_tool_call_opened_by_a_delta(run: SourceRun, observer: HarnessAguiObserv
 def test_the_opening_tool_call_id_wins_at_the_end(run: SourceRun, observer: HarnessAguiObserver) -> None:
     observer.observe(run.item(PartStartEvent(index=0, part=ToolCallPart("a", None, tool_call_id="c1"))))
     end = observer.observe(run.item(PartEndEvent(index=0, part=ToolCallPart("a", None, tool_call_id="other"))))
-    assert {event.tool_call_id for event in end} == {"c1"}  # type: ignore[attr-defined]
+    calls = [event for event in end if isinstance(event, ToolCallStartEvent | ToolCallArgsEvent | ToolCallEndEvent)]
+    assert calls == list(end) and {event.tool_call_id for event in calls} == {"c1"}
 
 
 def test_successful_tool_result(run: SourceRun, observer: HarnessAguiObserver) -> None:
@@ -444,7 +445,7 @@ def test_large_custom_events_are_fragmented(run: SourceRun, observer: HarnessAgu
     frames = observer.observe(big)
     assert len(frames) > 1
     assert all(isinstance(frame, CustomEvent) and frame.name == FRAGMENT_EVENT_NAME for frame in frames)
-    assert {frame.value["id"] for frame in frames} == {f"thread_1:run-1:{big.sequence}:0"}  # type: ignore[attr-defined]
+    assert {event_as(CustomEvent, frame).value["id"] for frame in frames} == {f"thread_1:run-1:{big.sequence}:0"}
     assembler = CustomEventAssembler()
     assembled = [event for frame in frames if (event := assembler.feed(frame)) is not None]
     (whole,) = assembled
@@ -452,7 +453,7 @@ def test_large_custom_events_are_fragmented(run: SourceRun, observer: HarnessAgu
     assert whole.value["event"]["payload"] == {"blob": "x" * 55_000 + "é" * 1000}
 
     small = observer.observe(run.item(HarnessExtensionEvent(kind="diagnostic", payload={"blob": "x" * 1000})))
-    assert len(small) == 1 and small[0].name == "a13n.harness.diagnostic"  # type: ignore[attr-defined]
+    assert len(small) == 1 and event_as(CustomEvent, small[0]).name == "a13n.harness.diagnostic"
 
 
 @pytest.mark.parametrize(

@@ -10,14 +10,16 @@ from ag_ui.core import (
     EventType,
     RunErrorEvent,
     RunFinishedEvent,
+    SubagentErrorEvent,
     SubagentFinishedEvent,
     SubagentStartedEvent,
+    ToolCallResultEvent,
 )
 
 from observers.agui import HarnessAguiObserver, HarnessAguiStreamObserver
 from runs.harness import DeferredToolResume, HarnessRunResultEvent, HarnessStreamEvent
 from runs.harness.demo import build_demo_agent
-from tests.support.agui_rules import assert_agui_stream
+from tests.support.agui_rules import assert_agui_stream, events_of, interrupts_of
 from tests.support.factories import history
 
 
@@ -52,7 +54,9 @@ async def test_demo_runs_project_to_well_formed_agui(prompt: str, status: str) -
     assert events[0].type == EventType.RUN_STARTED
     last = events[-1]
     if status == "failed":
-        assert isinstance(last, RunErrorEvent) and last.code == terminal.result.failure.code  # type: ignore[union-attr]
+        failure = terminal.result.failure
+        assert failure is not None
+        assert isinstance(last, RunErrorEvent) and last.code == failure.code
     else:
         assert isinstance(last, RunFinishedEvent) and last.outcome is not None
         assert last.outcome.type == {"completed": "success", "suspended": "interrupt"}[status]
@@ -60,7 +64,7 @@ async def test_demo_runs_project_to_well_formed_agui(prompt: str, status: str) -
         deferred = terminal.result.deferred
         assert deferred is not None
         expected = [entry.target_call.tool_call_id for entry in [*deferred.approvals, *deferred.calls]]
-        assert [interrupt.id for interrupt in last.outcome.interrupts] == expected  # type: ignore[union-attr]
+        assert [interrupt.id for interrupt in interrupts_of(last)] == expected
 
 
 async def test_inline_delegation_is_attributed_to_the_child() -> None:
@@ -116,9 +120,9 @@ async def test_a_deferred_resume_is_a_new_run_with_its_own_observer() -> None:
     assert first_observer.run_id != second_observer.run_id
     assert first_observer.thread_id == second_observer.thread_id
     # The approved call's result arrives in the second run, under the id the first run's interrupt named.
-    (interrupt,) = first_events[-1].outcome.interrupts  # type: ignore[attr-defined]
-    results = [event for event in second_events if event.type == EventType.TOOL_CALL_RESULT]
-    assert interrupt.tool_call_id in {event.tool_call_id for event in results}  # type: ignore[attr-defined]
+    (interrupt,) = interrupts_of(first_events[-1])
+    results = events_of(ToolCallResultEvent, second_events)
+    assert interrupt.tool_call_id in {event.tool_call_id for event in results}
 
 
 async def test_a_root_cancelled_inside_its_child_projects_a_closed_child() -> None:
@@ -135,5 +139,5 @@ async def test_a_root_cancelled_inside_its_child_projects_a_closed_child() -> No
     events = [event for output in project(HarnessAguiStreamObserver(), items) for event in output]
 
     assert_agui_stream(events, complete=True)
-    (error,) = [event for event in events if event.type == EventType.SUBAGENT_ERROR]
-    assert error.code == "cancelled"  # type: ignore[attr-defined]
+    (error,) = events_of(SubagentErrorEvent, events)
+    assert error.code == "cancelled"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ag_ui.core import EventType, TextMessageStartEvent, ToolCallResultEvent, ToolCallStartEvent
+from ag_ui.core import SubagentStartedEvent, TextMessageStartEvent, ToolCallResultEvent, ToolCallStartEvent
 from pydantic_ai import FunctionToolResultEvent, PartEndEvent, TextPart, ToolCallPart, ToolReturnPart
 
 from observers.agui import HarnessAguiStreamObserver
-from tests.support.agui_rules import assert_agui_stream
+from tests.support.agui_rules import assert_agui_stream, events_of, interrupts_of
 from tests.support.factories import SourceRun, history
 
 
@@ -38,7 +38,7 @@ async def test_calls_numbered_per_response_get_unique_ids_that_results_and_inter
     starts = [event.tool_call_id for event in events if isinstance(event, ToolCallStartEvent)]
     texts = [event.message_id for event in events if isinstance(event, TextMessageStartEvent)]
     (result,) = [event for event in events if isinstance(event, ToolCallResultEvent)]
-    (interrupt,) = events[-1].outcome.interrupts  # type: ignore[attr-defined]
+    (interrupt,) = interrupts_of(events[-1])
     assert starts == ["call_0", "call_0~2"] and texts == ["msg_0", "msg_0~2"]
     assert (result.tool_call_id, result.message_id) == ("call_0", "call_0:result")
     # The interrupt is answered by the source id; it points at the call the stream showed for it.
@@ -68,8 +68,8 @@ def test_a_child_reusing_its_parents_ids_is_namespaced_and_nested_under_the_pare
     observer = HarnessAguiStreamObserver()
     events = [event for item in items for event in observer.observe(item)]
     assert_agui_stream(events, complete=True, calls_seen=True)
-    (started,) = [event for event in events if event.type == EventType.SUBAGENT_STARTED]
-    assert started.parent_tool_call_id == "call_0"  # type: ignore[attr-defined]
+    (started,) = events_of(SubagentStartedEvent, events)
+    assert started.parent_tool_call_id == "call_0"
     child_ids = {
         getattr(event, field, None)
         for event in events

@@ -28,6 +28,7 @@ from pydantic_ai import (
 
 from observers.agui import FRAGMENT_EVENT_NAME, AguiObservationError, HarnessAguiObserver
 from runs.harness import HarnessExtensionEvent
+from tests.support.agui_rules import event_as
 from tests.support.factories import SourceRun
 
 
@@ -69,11 +70,11 @@ def test_content_changes_are_kept() -> None:
     assert isinstance(content, TextMessageContentEvent) and content.delta == "[redacted]"
     assert observer.snapshot()[-1] == content
     tool = observer.observe(run.item(PartEndEvent(index=1, part=ToolCallPart("t", {"k": "v"}, tool_call_id="c1"))))
-    assert tool[1].delta == "[redacted]"  # type: ignore[attr-defined]
+    assert event_as(ToolCallArgsEvent, tool[1]).delta == "[redacted]"
     (result,) = observer.observe(run.item(FunctionToolResultEvent(ToolReturnPart("t", "secret", "c1"))))
-    assert result.content == "[redacted]"  # type: ignore[attr-defined]
+    assert event_as(ToolCallResultEvent, result).content == "[redacted]"
     finished = observer.observe(run.completed("secret"))
-    assert finished[-1].result == "[redacted]"  # type: ignore[attr-defined]
+    assert event_as(RunFinishedEvent, finished[-1]).result == "[redacted]"
 
     failing = SourceRun(run_id="run-2")
     error_observer = HarnessAguiObserver(processor=redact)
@@ -145,7 +146,7 @@ def test_type_changes_and_foreign_objects_are_rejected() -> None:
 def test_invalid_content_is_rejected() -> None:
     def corrupt(item: Any, event: BaseEvent) -> BaseEvent:
         if isinstance(event, TextMessageContentEvent):
-            event.delta = 42  # type: ignore[assignment]
+            event.delta = 42  # type: ignore[assignment]  # a wrong type is what this processor is for
         return event
 
     observer, run, _switch = observed(corrupt)
@@ -202,8 +203,8 @@ def test_in_place_mutation_is_compared_against_the_observers_copy() -> None:
     # What the processor got and kept is its own copy: the observer's later output is unaffected.
     switch.processor = None
     (content,) = observer.observe(run.item(PartDeltaEvent(index=0, delta=TextPartDelta("a"))))
-    assert content.message_id == "run-1:request-0:part-0:text"  # type: ignore[attr-defined]
-    assert seen[-1].message_id == "changed"  # type: ignore[attr-defined]
+    assert event_as(TextMessageContentEvent, content).message_id == "run-1:request-0:part-0:text"
+    assert event_as(TextMessageContentEvent, seen[-1]).message_id == "changed"
 
 
 def test_processor_sees_oversized_customs_whole() -> None:

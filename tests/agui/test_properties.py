@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from ag_ui.core import BaseEvent
+from ag_ui.core import BaseEvent, TextMessageContentEvent, ToolCallArgsEvent
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -153,6 +153,6 @@ def _redacting(item: Any, event: BaseEvent) -> BaseEvent | None:
     name = getattr(event, "name", None)
     if name == "a13n.harness.diagnostic":
         return None
-    if event.type.value in ("TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS"):
-        event.delta = event.delta[:2]  # type: ignore[attr-defined]
+    if isinstance(event, TextMessageContentEvent | ToolCallArgsEvent):
+        event.delta = event.delta[:2]
     return event

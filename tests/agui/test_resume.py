@@ -7,10 +7,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from ag_ui.core import BaseEvent, CustomEvent, TextMessageContentEvent
+from ag_ui.core import BaseEvent, CustomEvent, RunStartedEvent, TextMessageContentEvent
 
 from observers.agui import AguiObservationError, HarnessAguiObserver
 from runs.harness import HarnessEvent, HarnessExtensionEvent
+from tests.support.agui_rules import event_as
 from tests.support.factories import SourceRun, history
 from tests.support.observer_runs import text_run
 
@@ -55,7 +56,7 @@ async def test_resume_then_live_tail_equals_uninterrupted_observation() -> None:
     outputs = [observer.observe(item) for item in tail]
     assert outputs == live_outputs
     assert [event.type.value for event in outputs[0]] == ["TEXT_MESSAGE_CONTENT"]
-    assert outputs[0][0].message_id == "run-1:request-0:part-1:text"  # type: ignore[attr-defined]
+    assert event_as(TextMessageContentEvent, outputs[0][0]).message_id == "run-1:request-0:part-1:text"
     assert [event.type.value for event in outputs[1]] == ["TEXT_MESSAGE_END"]
     assert observer.snapshot() == live.snapshot()
 
@@ -183,9 +184,9 @@ async def test_empty_history() -> None:
 async def test_wrong_python_types() -> None:
     observer = HarnessAguiObserver()
     with pytest.raises(TypeError):
-        await observer.resume([])  # type: ignore[arg-type]
+        await observer.resume([])  # type: ignore[arg-type]  # the wrong type is the point
     with pytest.raises(TypeError):
-        observer.observe("x")  # type: ignore[arg-type]
+        observer.observe("x")  # type: ignore[arg-type]  # the wrong type is the point
     assert_fresh(observer)
 
 
@@ -265,7 +266,7 @@ async def test_a_new_run_needs_a_new_observer() -> None:
         observer.observe(next_run.started())
     current = HarnessAguiObserver()
     (started,) = current.observe(next_run.started())
-    assert started.run_id == "run-2"  # type: ignore[attr-defined]
+    assert event_as(RunStartedEvent, started).run_id == "run-2"
 
 
 async def test_resume_fragments_like_observe() -> None:

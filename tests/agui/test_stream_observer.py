@@ -8,10 +8,13 @@ import pytest
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
+    RunFinishedEvent,
     SubagentErrorEvent,
     SubagentFinishedEvent,
     SubagentStartedEvent,
+    TextMessageContentEvent,
     TextMessageEndEvent,
+    TextMessageStartEvent,
 )
 from pydantic import ValidationError
 from pydantic_ai import (
@@ -27,7 +30,7 @@ from pydantic_ai import (
 
 from observers.agui import AguiObservationError, HarnessAguiObserver, HarnessAguiStreamObserver
 from runs.harness import HarnessExtensionEvent
-from tests.support.agui_rules import assert_agui_stream
+from tests.support.agui_rules import assert_agui_stream, event_as
 from tests.support.factories import SourceRun, history
 
 
@@ -71,8 +74,10 @@ def test_inline_child_projection() -> None:
 
     child_text = outputs[8] + outputs[9]
     assert types(child_text) == ["TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT"]
-    assert {event.subagent_run_id for event in child_text} == {"run-child"}  # type: ignore[attr-defined]
-    assert child_text[0].message_id == "run-child:request-0:part-0:text"  # type: ignore[attr-defined]
+    start = event_as(TextMessageStartEvent, child_text[0])
+    contents = [event_as(TextMessageContentEvent, event) for event in child_text[1:]]
+    assert {start.subagent_run_id, *(event.subagent_run_id for event in contents)} == {"run-child"}
+    assert start.message_id == "run-child:request-0:part-0:text"
 
     end, finished, completion = outputs[10]
     assert isinstance(end, TextMessageEndEvent) and end.subagent_run_id == "run-child"
@@ -82,7 +87,7 @@ def test_inline_child_projection() -> None:
     assert isinstance(completion, CustomEvent) and completion.subagent_run_id is None
 
     assert types(outputs[-1]) == ["RUN_FINISHED"]
-    assert outputs[-1][0].run_id == "run-root"  # type: ignore[attr-defined]
+    assert event_as(RunFinishedEvent, outputs[-1][0]).run_id == "run-root"
     assert (observer.thread_id, observer.run_id) == ("thread_root", "run-root")
     assert_agui_stream(observer.snapshot(), complete=True)
 
@@ -134,15 +139,20 @@ def test_nested_grandchild() -> None:
     )
     assert isinstance(started, SubagentStartedEvent)
     assert (started.subagent_run_id, started.parent_subagent_run_id) == ("run-grand", "run-child")
-    assert custom.subagent_run_id == "run-grand"  # type: ignore[attr-defined]
+    assert event_as(CustomEvent, custom).subagent_run_id == "run-grand"
     text = observer.observe(grandchild.item(PartEndEvent(index=0, part=TextPart("deep"))))
-    assert {event.subagent_run_id for event in text} == {"run-grand"}  # type: ignore[attr-defined]
+    texts = [
+        event
+        for event in text
+        if isinstance(event, TextMessageStartEvent | TextMessageContentEvent | TextMessageEndEvent)
+    ]
+    assert texts == list(text) and {event.subagent_run_id for event in texts} == {"run-grand"}
     finished, completion = observer.observe(
         child.delegation("completed", grandchild, status="completed", parent_run_id="run-child")
     )
     assert isinstance(finished, SubagentFinishedEvent) and finished.subagent_run_id == "run-grand"
     # The completion fact was emitted by the child run, so it belongs to the child.
-    assert completion.subagent_run_id == "run-child"  # type: ignore[attr-defined]
+    assert event_as(CustomEvent, completion).subagent_run_id == "run-child"
 
 
 def test_known_child_changing_thread() -> None:
@@ -185,7 +195,7 @@ def test_root_terminal_closes_only_root_parts() -> None:
     assert finished.type.value == "RUN_FINISHED"
     closing = observer.observe(root.delegation("completed", child, status="completed", parent_run_id="run-root"))
     assert types(closing)[:2] == ["TEXT_MESSAGE_END", "SUBAGENT_FINISHED"]
-    assert closing[0].subagent_run_id == "run-child"  # type: ignore[attr-defined]
+    assert event_as(TextMessageEndEvent, closing[0]).subagent_run_id == "run-child"
 
 
 def test_child_run_lifecycle_events_are_dropped() -> None:

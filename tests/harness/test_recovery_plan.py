@@ -208,7 +208,7 @@ def test_nothing_to_recover():
 
 def test_unknown_mode_is_rejected() -> None:
     with pytest.raises(ValueError):
-        prepare_tool_recovery(checkpoint_history(), "sometimes")  # type: ignore[arg-type]
+        prepare_tool_recovery(checkpoint_history(), "sometimes")  # type: ignore[arg-type]  # an unknown mode on purpose
 
 
 def test_empty_interrupted_request_of_a_cancelled_tool_step_is_dropped():

@@ -188,9 +188,9 @@ async def test_recovery_mode_is_not_part_of_the_state_and_must_be_known() -> Non
     assert result.state is not None
     assert "tool_recovery" not in result.state.model_dump_json()
     with pytest.raises(ValueError):
-        executable.stream(previous_state=checkpoint(), tool_recovery="sometimes")  # type: ignore[arg-type]
+        executable.stream(previous_state=checkpoint(), tool_recovery="sometimes")  # type: ignore[arg-type]  # an unknown mode on purpose
     with pytest.raises(ValueError):
-        await executable.run(previous_state=checkpoint(), tool_recovery="sometimes")  # type: ignore[arg-type]
+        await executable.run(previous_state=checkpoint(), tool_recovery="sometimes")  # type: ignore[arg-type]  # as above
 
 
 async def test_interrupted_response_tail_keeps_the_original_call_id():

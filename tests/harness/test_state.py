@@ -101,7 +101,7 @@ def test_state_is_frozen() -> None:
     """T4."""
     state = HarnessState.new(thread_id="thr_x1")
     with pytest.raises(ValidationError):
-        state.thread_id = "thr_x2"  # type: ignore[misc]
+        state.thread_id = "thr_x2"  # type: ignore[misc]  # writing a frozen field is the point
 
 
 def test_mutating_returned_values_does_not_change_the_state():

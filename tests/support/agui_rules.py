@@ -1,15 +1,18 @@
-"""Checks that an observer's output is a well-formed AG-UI 1.0 stream."""
+"""Checks that an observer's output is a well-formed AG-UI 1.0 stream, and picks its events by class."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
 
 from ag_ui.core import (
     BaseEvent,
     Event,
     EventType,
+    Interrupt,
     ReasoningEncryptedValueEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
     SubagentErrorEvent,
     SubagentFinishedEvent,
     SubagentStartedEvent,
@@ -33,6 +36,26 @@ _MESSAGE_KINDS = {
     EventType.TOOL_CALL_END: ("tool", "end"),
 }
 _RUN_TERMINALS = (EventType.RUN_FINISHED, EventType.RUN_ERROR)
+
+EventT = TypeVar("EventT", bound=BaseEvent)
+
+
+def event_as(kind: type[EventT], event: BaseEvent) -> EventT:
+    """`event`, which must be a `kind`: its fields, typed, for the assertions that follow."""
+    assert isinstance(event, kind), f"{event.type.value} is no {kind.__name__}"
+    return event
+
+
+def events_of(kind: type[EventT], events: Iterable[BaseEvent]) -> list[EventT]:
+    """The events of one class, in their order (each AG-UI event type has its own class)."""
+    return [event for event in events if isinstance(event, kind)]
+
+
+def interrupts_of(event: BaseEvent) -> list[Interrupt]:
+    """What a run that stopped for answers asks: `event` must be its RUN_FINISHED, with an interrupt outcome."""
+    outcome = event_as(RunFinishedEvent, event).outcome
+    assert isinstance(outcome, RunFinishedInterruptOutcome), f"the run finished with {outcome!r}"
+    return outcome.interrupts
 
 
 def assert_wire_valid(event: BaseEvent) -> None:

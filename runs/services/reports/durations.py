@@ -228,16 +228,17 @@ def _waits_between(span: RunSpan, following: RunSpan) -> list[Wait]:
 
 def _waits_after(span: RunSpan, execution: Execution) -> list[Wait]:
     """After the last run: an open wait while the execution goes on; a closed one if it ended while waiting."""
+    assert span.end is not None
     active = execution.status in ACTIVE_EXECUTION_STATUSES
     run = span.run
     if active:
         if run.status == RunStatus.SUSPENDED:
             return _answer_wait(span, None)
         if run.status == RunStatus.ABANDONED:
-            return [Wait(span.end, None, "recovery", "lease expired, then recovery")]  # type: ignore[arg-type]
-        return [Wait(span.end, None, "other", "before the next run")]  # type: ignore[arg-type]
+            return [Wait(span.end, None, "recovery", "lease expired, then recovery")]
+        return [Wait(span.end, None, "other", "before the next run")]
     ended = execution.finished_at or execution.cancelled_at
-    if run.status == RunStatus.SUSPENDED and ended is not None and span.end is not None and ended > span.end:
+    if run.status == RunStatus.SUSPENDED and ended is not None and ended > span.end:
         return _answer_wait(span, ended, ended_as=execution.status)
     return []
 
