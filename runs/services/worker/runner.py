@@ -15,7 +15,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -108,7 +108,7 @@ async def aexecute_run(
     *,
     after_boundary: BoundaryHook | None = None,
     build: AgentBuilder = _from_profile,
-    heartbeats: Executor | None = LEASE_RENEWALS,
+    heartbeats: ThreadPoolExecutor | None = LEASE_RENEWALS,
 ) -> str:
     """Run a queued Run to its end; returns a short outcome for the RQ job's result.
 
@@ -185,7 +185,7 @@ class _CancelSwitch:
             self._target()
 
 
-async def _heartbeat(lease: Lease, cancel: _CancelSwitch, heartbeats: Executor | None) -> None:
+async def _heartbeat(lease: Lease, cancel: _CancelSwitch, heartbeats: ThreadPoolExecutor | None) -> None:
     interval = max(lease.seconds / 3, 0.2)
     loop = asyncio.get_running_loop()
     while True:
@@ -208,7 +208,11 @@ async def _heartbeat(lease: Lease, cancel: _CancelSwitch, heartbeats: Executor |
 
 
 async def _drive(
-    run_pk: int, lease: Lease, after_boundary: BoundaryHook | None, build: AgentBuilder, heartbeats: Executor | None
+    run_pk: int,
+    lease: Lease,
+    after_boundary: BoundaryHook | None,
+    build: AgentBuilder,
+    heartbeats: ThreadPoolExecutor | None,
 ) -> str:
     # The heartbeat starts before anything slow (loading, building the agent) so the lease never lapses.
     cancel = _CancelSwitch()
