@@ -43,6 +43,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    config.pluginmanager.register(BrowserTestsLast(), "browser-tests-last")
     if config.getoption("fast"):
         expression = config.option.markexpr
         skipped = "not services and not migrations"
@@ -57,8 +58,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.services)
         if {"page", "browser", "browser_context"} & fixtures:
             item.add_marker(pytest.mark.browser)
-    # Stable sort: everything else first, browser tests last (see module docstring).
-    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
+class BrowserTestsLast:
+    """Browser tests run last (see module docstring). The sort comes after pytest's own reordering of items by
+    their wider-scoped fixtures, which would otherwise move a browser test before in-process runs: once Playwright's
+    loop runs in the main thread, every `async_to_sync` there fails."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
 
 
 @pytest.hookimpl(wrapper=True)
