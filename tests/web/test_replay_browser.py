@@ -11,9 +11,10 @@ from django.db import connection
 from playwright.sync_api import expect
 
 from runs.demo_profile import ensure_demo_profile
-from runs.models import AgentProfile, Execution
+from runs.models import AgentProfile, Execution, ExecutionStatus
 from runs.services.lifecycle import executions
 from tests.support.bundles import drive
+from tests.support.services import wait_until
 from tests.support.timeline_page import wait_until_drawn
 
 
@@ -22,7 +23,13 @@ def record_and_replay() -> Execution:
     try:
         profile = ensure_demo_profile()
         original = executions.start_execution(executions.create_thread(profile, title="recorded"), "look up REC-7")
+        # The live stack's worker may take the run before this process does: either way, wait for its end.
         drive(original)
+        wait_until(
+            lambda: Execution.objects.get(pk=original.pk).status == ExecutionStatus.COMPLETED,
+            timeout=60,
+            what="the recorded execution's end",
+        )
         AgentProfile.objects.filter(pk=profile.pk).update(enabled_tools=["search_records"])
         with pytest.raises(CommandError) as refused:
             call_command("harness_replay", str(original.pk))
