@@ -39,7 +39,7 @@ def test_a_viewer_of_team_b_never_sees_team_a_s_execution_or_approval_appear(
     operator_page, team_b_viewer_page, live_stack
 ):
     viewer = team_b_viewer_page
-    # Team A's list is not empty either, so its page has the table that notices unlisted threads.
+    # Team A's list is not empty either, so its page has the table new threads are added to.
     factories.thread(model="demo")
     for page in (operator_page, viewer):
         page.goto(f"{live_stack.base_url}/")
@@ -50,8 +50,8 @@ def test_a_viewer_of_team_b_never_sees_team_a_s_execution_or_approval_appear(
     thread_a = factories.thread(model="demo", tools=TOOLS)
     suspend_on_records(thread_a)
 
-    # Team A's member (an approver) sees both appear.
-    expect(operator_page.locator("#new-activity")).to_be_visible(timeout=LIVE_MS)
+    # Team A's member (an approver) sees both appear: the thread as a new row of the list, and the badge.
+    expect(operator_page.locator(f'tr[data-thread="{thread_a.pk}"]')).to_be_visible(timeout=LIVE_MS)
     expect(operator_page.locator("[data-approvals-count]")).to_have_text("2", timeout=LIVE_MS)
 
     # The barrier: team B's thread runs now, and the viewer sees its status change live.
