@@ -11,9 +11,11 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from runs.models import Execution, ExecutionStatus
 from runs.services.reports import durations
 from tests.support import factories
 from tests.support.demo_scenes import CANCEL_AFTER_SECONDS, CHILD_TITLE, demo_scene
+from tests.support.services import wait_until
 from tests.support.timeline_page import wait_until_drawn
 
 DURATION = re.compile(r"(?:(\d+) h )?(?:(\d+) min )?(\d+(?:\.\d)?) (s|min)")
@@ -199,6 +201,11 @@ def test_at_390_px_the_lists_are_cards_the_decision_comes_first_and_one_lane_sho
 
     # Two lanes: one at a time, chosen with the switcher.
     crashed = scene["Recovered after a crash"]
+    wait_until(
+        lambda: crashed.runs.count() == 2 and Execution.objects.get(pk=crashed.pk).status == ExecutionStatus.COMPLETED,
+        timeout=60,
+        what="the crashed demo execution's recovery run to end",
+    )
     page.goto(f"{base}/executions/{crashed.pk}/")
     wait_until_drawn(page, crashed)
     first, second = crashed.runs.order_by("number")
