@@ -104,14 +104,27 @@ def redis_server() -> Iterator[RedisServer]:
     server.stop()
 
 
+@dataclass(frozen=True)
+class RedisDatabase:
+    url: str
+
+
+def _point_at(settings, url: str) -> None:
+    settings.REDIS_URL = url
+    settings.CHANNEL_LAYERS = {"default": channel_layer_config(url)}
+    settings.RQ_QUEUES = {"default": {"URL": url, "DEFAULT_TIMEOUT": 600}}
+
+
 @pytest.fixture
 def redis_settings(settings, redis_server):
-    """Point Channels and django-rq of this process at the test redis-server, and empty it afterwards."""
-    settings.REDIS_URL = redis_server.url
-    settings.CHANNEL_LAYERS = {"default": channel_layer_config(redis_server.url)}
-    settings.RQ_QUEUES = {"default": {"URL": redis_server.url, "DEFAULT_TIMEOUT": 600}}
-    yield redis_server
-    _forget_everything_but_workers(redis_server.url)
+    """Point Channels and django-rq of this process at the test redis-server, and empty it afterwards.
+
+    This is database 1: the session's live stack works on database 0 and shares the test database, so its worker
+    would take a job this process enqueues (on commit) and means to run in process."""
+    database = RedisDatabase(redis_server.url.rsplit("/", 1)[0] + "/1")
+    _point_at(settings, database.url)
+    yield database
+    _forget_everything_but_workers(database.url)
 
 
 def _forget_everything_but_workers(url: str) -> None:
@@ -169,9 +182,11 @@ def stack(django_db_setup, django_db_blocker, redis_server) -> Iterator[Stack]:
 
 
 @pytest.fixture
-def live_stack(stack, transactional_db, redis_settings) -> Stack:
+def live_stack(stack, transactional_db, redis_settings, settings) -> Iterator[Stack]:
     """The stack, with this process's Channels/RQ settings pointed at the same redis and committed DB rows."""
-    return stack
+    _point_at(settings, stack.redis.url)
+    yield stack
+    _forget_everything_but_workers(stack.redis.url)
 
 
 @pytest.fixture(autouse=True)
