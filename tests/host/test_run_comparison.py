@@ -11,11 +11,12 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from runs.demo_profile import ensure_demo_profile
-from runs.models import AgentProfile, Checkpoint, CheckpointKind, Execution, Run, Team, TeamRole, Thread
+from runs.models import Checkpoint, CheckpointKind, Execution, Run, Team, TeamRole, Thread
 from runs.services.lifecycle import executions, forks
 from runs.services.reports import run_comparison
 from tests.support import factories
 from tests.support.bundles import drive
+from tests.support.replays import profile_without
 
 pytestmark = pytest.mark.django_db
 
@@ -41,18 +42,6 @@ def first_run(execution: Execution) -> Run:
     return execution.runs.order_by("number")[0]
 
 
-def without_lookup_record() -> str:
-    demo = ensure_demo_profile()
-    AgentProfile.objects.create(
-        name="swapped",
-        team=demo.team,
-        model=demo.model,
-        instructions=demo.instructions,
-        enabled_tools=[name for name in demo.enabled_tools if name != "lookup_record"],
-    )
-    return "swapped"
-
-
 def compare_page(client, a: object, b: object):
     return client.get(reverse("runs:compare"), {"a": str(a), "b": str(b)})
 
@@ -67,7 +56,7 @@ def viewer(client, django_user_model):
 def test_a_replay_that_diverged_at_a_tool_is_compared_with_its_original(client, viewer):
     factories.configure_policy(redact_patterns=["api_key"])
     original = recorded(f"look up REC-7 with api_key={SECRET}")
-    copy = replayed(original, "--profile", without_lookup_record())
+    copy = replayed(original, "--profile", profile_without("lookup_record"))
 
     response = compare_page(client, first_run(original).pk, first_run(copy).run_id)
 
@@ -150,7 +139,7 @@ def test_a_fork_is_compared_with_the_run_it_went_on_from(client, viewer):
 
 def test_a_replays_page_and_its_originals_page_link_to_their_comparison(client, viewer):
     original = recorded("look up REC-7")
-    copy = replayed(original, "--profile", without_lookup_record())
+    copy = replayed(original, "--profile", profile_without("lookup_record"))
     link = f"{reverse('runs:compare')}?a={first_run(original).pk}&amp;b={first_run(copy).pk}"
 
     replay_page = client.get(reverse("runs:execution", args=[copy.pk])).content.decode()

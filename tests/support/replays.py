@@ -1,4 +1,4 @@
-"""A recorded execution replayed by a profile that lost a tool, for tests that open it in a browser."""
+"""Replays in tests: a profile of the demo's that lost a tool, and a recorded execution replayed by one."""
 
 from __future__ import annotations
 
@@ -11,6 +11,19 @@ from runs.models import AgentProfile, Execution, ExecutionStatus
 from runs.services.lifecycle import executions
 from tests.support.bundles import drive
 from tests.support.services import wait_until
+
+
+def profile_without(tool: str, name: str = "swapped") -> str:
+    """A profile like the demo's, in its team, without `tool`; its name, for `harness_replay --profile`."""
+    demo = ensure_demo_profile()
+    AgentProfile.objects.create(
+        name=name,
+        team=demo.team,
+        model=demo.model,
+        instructions=demo.instructions,
+        enabled_tools=[enabled for enabled in demo.enabled_tools if enabled != tool],
+    )
+    return name
 
 
 def record_and_replay() -> Execution:
