@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from runs.services.reports.step_alignment import Step, align, difference
+from runs.services.reports.step_alignment import StepSummary, align, difference
 
-LOOKUP = Step("tool_call", "lookup_record", '{"record_id": "REC-7"}')
-RESULT = Step("tool_result", "lookup_record", text="REC-7: status=active")
-ANSWER = Step("message", text="REC-7 is active.")
-END = Step("end", "success")
+LOOKUP = StepSummary("tool_call", "lookup_record", '{"record_id": "REC-7"}')
+RESULT = StepSummary("tool_result", "lookup_record", text="REC-7: status=active")
+ANSWER = StepSummary("message", text="REC-7 is active.")
+END = StepSummary("end", "success")
 
 
 def test_equal_runs_have_no_divergence_whatever_their_positions_and_argument_spacing():
     a = [LOOKUP, RESULT, ANSWER, END]
     b = [
-        Step("tool_call", "lookup_record", '{ "record_id":"REC-7" }', position=40),
-        Step("tool_result", "lookup_record", text="REC-7: status=active", position=41),
-        Step("message", text="REC-7 is active.", position=44),
-        Step("end", "success", position=45),
+        StepSummary("tool_call", "lookup_record", '{ "record_id":"REC-7" }', position=40),
+        StepSummary("tool_result", "lookup_record", text="REC-7: status=active", position=41),
+        StepSummary("message", text="REC-7 is active.", position=44),
+        StepSummary("end", "success", position=45),
     ]
 
     alignment = align(a, b)
@@ -28,9 +28,9 @@ def test_equal_runs_have_no_divergence_whatever_their_positions_and_argument_spa
 
 
 def test_a_different_tool_is_the_first_divergence():
-    search = Step("tool_call", "search_records", '{"query": "acme"}')
+    search = StepSummary("tool_call", "search_records", '{"query": "acme"}')
 
-    alignment = align([LOOKUP, RESULT, ANSWER], [search, RESULT, Step("message", text="Nothing found.")])
+    alignment = align([LOOKUP, RESULT, ANSWER], [search, RESULT, StepSummary("message", text="Nothing found.")])
 
     assert alignment.first_divergence == 0
     assert alignment.divergence.difference.kind == "tool"
@@ -38,7 +38,7 @@ def test_a_different_tool_is_the_first_divergence():
 
 
 def test_different_arguments_name_the_keys_that_differ():
-    other = Step("tool_call", "lookup_record", '{"record_id": "REC-8"}')
+    other = StepSummary("tool_call", "lookup_record", '{"record_id": "REC-8"}')
 
     alignment = align([ANSWER, LOOKUP, RESULT], [ANSWER, other, RESULT])
 
@@ -53,7 +53,7 @@ def test_different_arguments_name_the_keys_that_differ():
 
 
 def test_different_text_says_from_which_character():
-    alignment = align([LOOKUP, RESULT, ANSWER], [LOOKUP, RESULT, Step("message", text="REC-7 is archived.")])
+    alignment = align([LOOKUP, RESULT, ANSWER], [LOOKUP, RESULT, StepSummary("message", text="REC-7 is archived.")])
 
     assert alignment.first_divergence == 2
     assert alignment.divergence.difference.kind == "text"
@@ -61,10 +61,15 @@ def test_different_text_says_from_which_character():
 
 
 def test_a_different_result_and_a_different_kind_of_step():
-    assert difference(RESULT, Step("tool_result", "lookup_record", text="not found")).detail == "a different result"
+    assert (
+        difference(RESULT, StepSummary("tool_result", "lookup_record", text="not found")).detail == "a different result"
+    )
     assert difference(ANSWER, LOOKUP).detail == "a message in run A, a tool call in run B"
-    assert difference(END, Step("end", "interrupt")).detail == "success in run A, interrupt in run B"
-    assert difference(Step("error", "replay_diverged", text="x"), Step("error", "replay_diverged", text="x")) is None
+    assert difference(END, StepSummary("end", "interrupt")).detail == "success in run A, interrupt in run B"
+    assert (
+        difference(StepSummary("error", "replay_diverged", text="x"), StepSummary("error", "replay_diverged", text="x"))
+        is None
+    )
 
 
 def test_one_run_longer_than_the_other_diverges_where_the_shorter_ends():
@@ -78,7 +83,7 @@ def test_one_run_longer_than_the_other_diverges_where_the_shorter_ends():
 
 def test_steps_taken_over_as_history_are_shared_and_the_comparison_starts_after_them():
     # Run B went on from a checkpoint of run A after its first two steps, then answered differently.
-    fork = [Step("message", text="REC-7 was archived today.")]
+    fork = [StepSummary("message", text="REC-7 was archived today.")]
 
     alignment = align([LOOKUP, RESULT, ANSWER], fork, shared_a=2)
 

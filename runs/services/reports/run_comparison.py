@@ -20,9 +20,9 @@ from runs.models import Checkpoint, CheckpointKind, Execution, Run, TimelineOrig
 
 from ..timeline import DECISION_EVENT_NAME, format_duration, read_side
 from . import costs, durations
-from .step_alignment import Alignment, Step, StepKind, align
+from .step_alignment import Alignment, StepKind, StepSummary, align
 
-__all__ = ("Comparison", "Side", "Suggestion", "compare_runs", "output_of", "steps_of", "suggestions")
+__all__ = ("RunComparison", "Side", "Suggestion", "compare_runs", "output_of", "steps_of", "suggestions")
 
 
 @dataclass
@@ -33,8 +33,8 @@ class _Draft:
     text: list[str] = field(default_factory=list)
     position: int = 0
 
-    def step(self) -> Step:
-        return Step(self.kind, self.name, "".join(self.args), "".join(self.text), self.position)
+    def step(self) -> StepSummary:
+        return StepSummary(self.kind, self.name, "".join(self.args), "".join(self.text), self.position)
 
 
 def _text(value: Any) -> str:
@@ -98,7 +98,7 @@ class _StepReader:
             content = (value.get("event") or {}).get("content", value)
             self._add(_Draft("input", name.removeprefix(INPUT_PREFIX), text=[_text(content)], position=position))
 
-    def steps(self) -> list[Step]:
+    def steps(self) -> list[StepSummary]:
         return [draft.step() for draft in self.drafts]
 
 
@@ -107,7 +107,7 @@ def _own_events(run: Run) -> Any:
     return run.timeline.filter(subagent_run_id="").order_by("position").values_list("position", "origin", "event")
 
 
-def steps_of(run: Run) -> list[Step]:
+def steps_of(run: Run) -> list[StepSummary]:
     reader = _StepReader()
     for position, origin, event in _own_events(run).iterator():
         reader.feed(position, origin, event)
@@ -134,7 +134,7 @@ def _went_on_from(later: Run) -> Checkpoint | None:
     return start if start.run_id is not None else None
 
 
-def _shared(earlier: Run, steps: list[Step], later: Run) -> int:
+def _shared(earlier: Run, steps: list[StepSummary], later: Run) -> int:
     """How many of `earlier`'s first steps `later` took over as its history."""
     origin = _went_on_from(later)
     if earlier.pk == later.pk or origin is None or origin.run_id != earlier.pk or origin.journal_index is None:
@@ -195,7 +195,7 @@ def _signed_cost(a: Decimal | None, b: Decimal | None) -> str:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class RunComparison:
     a: Side
     b: Side
     alignment: Alignment
@@ -217,11 +217,11 @@ class Comparison:
         }
 
 
-def compare_runs(a: Run, b: Run) -> Comparison:
+def compare_runs(a: Run, b: Run) -> RunComparison:
     """`a` and `b` (any two runs, the same one twice included) lined up, with what each produced and spent."""
     steps_a, steps_b = steps_of(a), steps_of(b)
     alignment = align(steps_a, steps_b, shared_a=_shared(a, steps_a, b), shared_b=_shared(b, steps_b, a))
-    return Comparison(a=_side(a), b=_side(b), alignment=alignment)
+    return RunComparison(a=_side(a), b=_side(b), alignment=alignment)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ("Alignment", "Difference", "Row", "Step", "align", "difference")
+__all__ = ("AlignedRow", "Alignment", "Difference", "StepSummary", "align", "difference")
 
 StepKind = Literal["input", "message", "reasoning", "tool_call", "tool_result", "decision", "error", "end"]
 DifferenceKind = Literal["missing", "kind", "tool", "arguments", "text", "outcome"]
@@ -32,7 +32,7 @@ _TOOL_KINDS = frozenset({"tool_call", "tool_result"})
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
+class StepSummary:
     kind: StepKind
     name: str = ""  # the tool's name; a decision's verdict; an end's outcome; an error's code
     args: str = ""  # a tool call's (masked) arguments, as the model sent them
@@ -52,10 +52,10 @@ class Difference:
 
 
 @dataclass(frozen=True, slots=True)
-class Row:
+class AlignedRow:
     number: int  # 1-based
-    a: Step | None
-    b: Step | None
+    a: StepSummary | None
+    b: StepSummary | None
     # A step of one run that the other took over as its history (it went on from a checkpoint after it).
     shared: bool
     difference: Difference | None
@@ -63,7 +63,7 @@ class Row:
 
 @dataclass(frozen=True, slots=True)
 class Alignment:
-    rows: tuple[Row, ...]
+    rows: tuple[AlignedRow, ...]
     # The index in `rows` of the first row that differs; None when the runs do the same steps.
     first_divergence: int | None
 
@@ -72,7 +72,7 @@ class Alignment:
         return self.first_divergence is None
 
     @property
-    def divergence(self) -> Row | None:
+    def divergence(self) -> AlignedRow | None:
         return None if self.first_divergence is None else self.rows[self.first_divergence]
 
 
@@ -98,7 +98,7 @@ def _first_difference(a: str, b: str) -> int:
     return index
 
 
-def difference(a: Step | None, b: Step | None) -> Difference | None:
+def difference(a: StepSummary | None, b: StepSummary | None) -> Difference | None:
     """What differs between two steps at the same place, or None when they did the same."""
     if a is None or b is None:
         if a is None and b is None:
@@ -121,7 +121,7 @@ def difference(a: Step | None, b: Step | None) -> Difference | None:
     return None
 
 
-def align(a: list[Step], b: list[Step], *, shared_a: int = 0, shared_b: int = 0) -> Alignment:
+def align(a: list[StepSummary], b: list[StepSummary], *, shared_a: int = 0, shared_b: int = 0) -> Alignment:
     """Line `a` and `b` up step by step.
 
     `shared_a` is how many of `a`'s first steps `b` took over (b went on from a's checkpoint after them), and
@@ -131,9 +131,9 @@ def align(a: list[Step], b: list[Step], *, shared_a: int = 0, shared_b: int = 0)
     if shared_a and shared_b:
         raise ValueError("only one of two runs can have gone on from the other's checkpoint")
     shared = shared_a or shared_b
-    left: list[Step | None] = [*([None] * shared_b), *a]
-    right: list[Step | None] = [*([None] * shared_a), *b]
-    rows: list[Row] = []
+    left: list[StepSummary | None] = [*([None] * shared_b), *a]
+    right: list[StepSummary | None] = [*([None] * shared_a), *b]
+    rows: list[AlignedRow] = []
     first: int | None = None
     for index in range(max(len(left), len(right))):
         step_a = left[index] if index < len(left) else None
@@ -142,5 +142,5 @@ def align(a: list[Step], b: list[Step], *, shared_a: int = 0, shared_b: int = 0)
         found = None if is_shared else difference(step_a, step_b)
         if found is not None and first is None:
             first = index
-        rows.append(Row(number=index + 1, a=step_a, b=step_b, shared=is_shared, difference=found))
+        rows.append(AlignedRow(number=index + 1, a=step_a, b=step_b, shared=is_shared, difference=found))
     return Alignment(rows=tuple(rows), first_divergence=first)
