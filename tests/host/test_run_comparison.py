@@ -7,6 +7,17 @@ import contextlib
 import io
 
 import pytest
+from ag_ui.core import (
+    CustomEvent,
+    RunFinishedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
@@ -182,3 +193,37 @@ def test_the_compare_view_needs_a_logged_in_user(client):
     response = client.get(reverse("runs:compare"), {"a": "1", "b": "2"})
 
     assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_steps_come_from_the_runs_own_masked_events_whatever_their_shape(client, viewer):
+    execution = factories.make_execution(factories.make_thread("shapes"), status="completed")
+    run = factories.make_run(execution, status="completed")
+    factories.append_events(
+        run,
+        [
+            CustomEvent(name="a13n.input.user", value="plain text, not an envelope"),
+            TextMessageStartEvent(message_id="m1", role="assistant"),
+            TextMessageContentEvent(message_id="m1", delta="Hello "),
+            TextMessageContentEvent(message_id="m1", delta="there"),
+            TextMessageEndEvent(message_id="m1"),
+            ToolCallStartEvent(tool_call_id="c1", tool_call_name="lookup_record"),
+            ToolCallArgsEvent(tool_call_id="c1", delta='{"record_id": '),
+            ToolCallArgsEvent(tool_call_id="c1", delta='"REC-7"}'),
+            ToolCallEndEvent(tool_call_id="c1"),
+            ToolCallResultEvent(message_id="c1:r", tool_call_id="c1", content="REC-7: active"),
+            RunFinishedEvent(thread_id="t", run_id=run.run_id, result={"answer": "done"}),
+        ],
+    )
+    factories.append_events(run, [TextMessageContentEvent(message_id="s1", delta="a subagent's")], subagent_run_id="s")
+
+    steps = run_comparison.steps_of(run)
+
+    assert [(step.kind, step.name, step.args, step.text) for step in steps] == [
+        ("input", "user", "", "plain text, not an envelope"),
+        ("message", "", "", "Hello there"),
+        ("tool_call", "lookup_record", '{"record_id": "REC-7"}', ""),
+        ("tool_result", "lookup_record", "", "REC-7: active"),
+        ("end", "success", "", ""),
+    ]
+    assert run_comparison.output_of(run) == '{"answer": "done"}'
+    assert compare_page(client, run.pk, run.pk).status_code == 200

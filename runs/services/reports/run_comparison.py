@@ -37,6 +37,11 @@ class _Draft:
         return StepSummary(self.kind, self.name, "".join(self.args), "".join(self.text), self.position)
 
 
+def _get(value: Any, key: str, default: Any = None) -> Any:
+    """`value[key]` when `value` is an object holding it: an event of an unexpected shape is no reason to fail."""
+    return value.get(key, default) if isinstance(value, dict) else default
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
@@ -80,22 +85,22 @@ class _StepReader:
         elif kind == "RUN_ERROR":
             draft = self._add(_Draft("error", event.get("code") or "", text=[event.get("message", "")]))
         elif kind == "RUN_FINISHED" and origin == TimelineOrigin.RUN:
-            draft = self._add(_Draft("end", (event.get("outcome") or {}).get("type", "success")))
+            draft = self._add(_Draft("end", _get(event.get("outcome"), "type", "success")))
         elif kind == "CUSTOM":
             self._custom(position, event)
         if draft is not None:
             draft.position = position
 
     def _custom(self, position: int, event: dict[str, Any]) -> None:
-        name, value = event.get("name", ""), event.get("value") or {}
+        name, value = event.get("name", ""), event.get("value")
         if name == DECISION_EVENT_NAME:
-            for call in value.get("calls", []):
+            for call in _get(value, "calls", []):
                 edits = [{key: edit.get(key) for key in ("path", "change", "after")} for edit in call.get("edits", [])]
                 outcome = f"{call.get('tool_name', '')} {call.get('verdict', '')}"
                 args = json.dumps(edits, sort_keys=True) if edits else ""
                 self._add(_Draft("decision", outcome, [args], [call.get("message", "")], position))
         elif name.startswith(INPUT_PREFIX):
-            content = (value.get("event") or {}).get("content", value)
+            content = _get(_get(value, "event"), "content", value)
             self._add(_Draft("input", name.removeprefix(INPUT_PREFIX), text=[_text(content)], position=position))
 
     def steps(self) -> list[StepSummary]:
