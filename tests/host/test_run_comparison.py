@@ -211,6 +211,18 @@ def test_steps_come_from_the_runs_own_masked_events_whatever_their_shape(client,
             ToolCallArgsEvent(tool_call_id="c1", delta='"REC-7"}'),
             ToolCallEndEvent(tool_call_id="c1"),
             ToolCallResultEvent(message_id="c1:r", tool_call_id="c1", content="REC-7: active"),
+            CustomEvent(
+                name="a13n.host.decision",
+                value={
+                    "calls": [
+                        {
+                            "tool_name": "deploy_release",
+                            "verdict": "approved",
+                            "edits": [{"path": "version", "change": "changed", "before": "1", "after": "2"}],
+                        }
+                    ]
+                },
+            ),
             RunFinishedEvent(thread_id="t", run_id=run.run_id, result={"answer": "done"}),
         ],
     )
@@ -223,6 +235,7 @@ def test_steps_come_from_the_runs_own_masked_events_whatever_their_shape(client,
         ("message", "", "", "Hello there"),
         ("tool_call", "lookup_record", '{"record_id": "REC-7"}', ""),
         ("tool_result", "lookup_record", "", "REC-7: active"),
+        ("decision", "deploy_release approved", '[{"after": "2", "change": "changed", "path": "version"}]', ""),
         ("end", "success", "", ""),
     ]
     assert run_comparison.output_of(run) == '{"answer": "done"}'
