@@ -27,6 +27,9 @@ EARLIEST_DAY = datetime.date(2000, 1, 1)
 LATEST_DAY = datetime.date(2999, 12, 31)
 
 _ENTRY_ID = re.compile(r"^decision-(\d+)-id$")
+_RUN_NUMBER = re.compile(r"[0-9]{1,19}")
+# A harness run id: "run-" and hex on this Host; an imported run keeps its source Host's, so any plain id passes.
+_RUN_ID = re.compile(r"[A-Za-z][A-Za-z0-9_.:-]{0,99}")
 
 
 def new_submission_key() -> str:
@@ -73,6 +76,28 @@ class ForkForm(StartForm):
 class ThreadSearchForm(forms.Form):
     q = forms.CharField(required=False, max_length=200, validators=[single_line_text])
     status = forms.ChoiceField(required=False, choices=[("", "any status"), *((s, s) for s in THREAD_STATUSES)])
+
+
+class CompareForm(forms.Form):
+    """The two runs a comparison lines up, each by its number in run URLs (/runs/<number>/) or its run id; each
+    cleans to the lookup that finds it."""
+
+    a = forms.CharField(label="Run A", max_length=100)
+    b = forms.CharField(label="Run B", max_length=100)
+
+    @staticmethod
+    def _lookup(value: str) -> dict[str, Any]:
+        if _RUN_NUMBER.fullmatch(value) and int(value) <= MAX_DB_INTEGER:
+            return {"pk": int(value)}
+        if _RUN_ID.fullmatch(value) and not value.isdigit():
+            return {"run_id": value}
+        raise forms.ValidationError("Name a run by its number (as in /runs/<number>/) or by its run id (run-…).")
+
+    def clean_a(self) -> dict[str, Any]:
+        return self._lookup(self.cleaned_data["a"])
+
+    def clean_b(self) -> dict[str, Any]:
+        return self._lookup(self.cleaned_data["b"])
 
 
 class UsageForm(forms.Form):

@@ -23,6 +23,7 @@ urlpatterns = [
     path("executions/<pk:pk>/bundle/", views.export_bundle, name="export_bundle"),
     path("executions/<pk:execution_pk>/events/<pk:position>/", views.event_detail, name="event"),
     path("runs/<pk:pk>/", views.run_detail, name="run"),
+    path("compare/", views.compare, name="compare"),
     path("usage/", views.usage, name="usage"),
     *approval_urls.urlpatterns,
 ]

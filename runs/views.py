@@ -27,6 +27,7 @@ from django.views.decorators.http import require_POST
 
 from runs.forms import (
     TITLE_CHARS,
+    CompareForm,
     ExecutionFilterForm,
     ForkForm,
     NewExecutionForm,
@@ -60,6 +61,7 @@ from runs.services.reports import (
     execution_page,
     failures,
     provenance,
+    run_comparison,
     status_counts,
     timeline_page,
     usage_report,
@@ -375,6 +377,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "waiting_for_queue": queueing.waiting_for_queue(execution),
             "may_export_full": request.user.has_perm(bundle_export.FULL_EXPORT_PERMISSION),
             "usage": costs.usage_of(execution.runs.all()),
+            "compare_with": run_comparison.suggestions(execution, runs),
             # Host-managed children this execution's runs started, each on its own thread.
             "children": Execution.objects.filter(parent_request__execution=execution)
             .select_related("thread", "parent_request")
@@ -387,6 +390,20 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             .first(),
         },
     )
+
+
+@login_required
+def compare(request: HttpRequest) -> HttpResponse:
+    """Two runs of any executions the user may see, lined up step by step with their first divergence."""
+    form = CompareForm(request.GET)
+    if not form.is_valid():
+        return _refused(request, form, "A comparison needs two runs, a and b.")
+    runs = Run.objects.select_related("execution__thread__forked_from", "start_checkpoint", "policy_version")
+    # Either run outside the user's teams is the same plain 404 as a run that does not exist.
+    a = get_visible_or_404(runs, request.user, **form.cleaned_data["a"])
+    b = get_visible_or_404(runs, request.user, **form.cleaned_data["b"])
+    comparison = run_comparison.compare_runs(a, b)
+    return render(request, "runs/compare.html", {"comparison": comparison, "differences": comparison.differences()})
 
 
 @login_required

@@ -8,7 +8,7 @@ fragments, or whole with `fragment=False` for a caller that cuts them itself (`f
 from __future__ import annotations
 
 from ._continuation import ObserverContinuation
-from ._envelopes import AUTHORED_INPUT_EVENT_NAMES, HARNESS_PREFIX, PYDANTIC_AI_PREFIX
+from ._envelopes import AUTHORED_INPUT_EVENT_NAMES, HARNESS_PREFIX, INPUT_PREFIX, PYDANTIC_AI_PREFIX
 from ._errors import AguiObservationError
 from ._fragments import FRAGMENT_EVENT_NAME, CustomEventAssembler, fragment_custom_event, fragment_id, oversized
 from ._observer import HarnessAguiObserver
@@ -20,6 +20,7 @@ __all__ = (
     "AUTHORED_INPUT_EVENT_NAMES",
     "FRAGMENT_EVENT_NAME",
     "HARNESS_PREFIX",
+    "INPUT_PREFIX",
     "MUTABLE_FIELDS",
     "PYDANTIC_AI_PREFIX",
     "AguiEventProcessor",

@@ -23,6 +23,7 @@ from runs.models import (
 from runs.services.lifecycle import bundle_export, executions
 from tests.support import factories
 from tests.support.bundles import drive, ended_tree
+from tests.support.replays import profile_without
 
 pytestmark = pytest.mark.django_db
 
@@ -83,16 +84,8 @@ def test_executions_that_waited_for_an_approval_and_a_child_replay_equal(django_
 
 def test_a_profile_without_the_recorded_tool_diverges_at_that_step():
     original = recorded("look up REC-7")
-    demo = ensure_demo_profile()
-    AgentProfile.objects.create(
-        name="swapped",
-        team=demo.team,
-        model=demo.model,
-        instructions=demo.instructions,
-        enabled_tools=[name for name in demo.enabled_tools if name != "lookup_record"],
-    )
 
-    code, out = replay(str(original.pk), "--profile", "swapped")
+    code, out = replay(str(original.pk), "--profile", profile_without("lookup_record"))
 
     assert code == 3, out
     copy = Execution.objects.get(replay_of=original)

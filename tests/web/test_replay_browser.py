@@ -5,38 +5,10 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
-from django.core.management import CommandError, call_command
-from django.db import connection
 from playwright.sync_api import expect
 
-from runs.demo_profile import ensure_demo_profile
-from runs.models import AgentProfile, Execution, ExecutionStatus
-from runs.services.lifecycle import executions
-from tests.support.bundles import drive
-from tests.support.services import wait_until
+from tests.support.replays import record_and_replay
 from tests.support.timeline_page import wait_until_drawn
-
-
-def record_and_replay() -> Execution:
-    """A recorded lookup replayed by a profile that lost `lookup_record`; the replay's execution."""
-    try:
-        profile = ensure_demo_profile()
-        original = executions.start_execution(executions.create_thread(profile, title="recorded"), "look up REC-7")
-        # The live stack's worker may take the run before this process does: either way, wait for its end.
-        drive(original)
-        wait_until(
-            lambda: Execution.objects.get(pk=original.pk).status == ExecutionStatus.COMPLETED,
-            timeout=60,
-            what="the recorded execution's end",
-        )
-        AgentProfile.objects.filter(pk=profile.pk).update(enabled_tools=["search_records"])
-        with pytest.raises(CommandError) as refused:
-            call_command("harness_replay", str(original.pk))
-        assert refused.value.returncode == 3
-        return Execution.objects.select_related("replay_of").get(replay_of=original)
-    finally:
-        connection.close()
 
 
 def test_a_diverged_replay_shows_its_original_and_first_divergence(operator_page, live_stack):

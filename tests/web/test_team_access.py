@@ -184,6 +184,10 @@ SURFACES: dict[str, Surface | None] = {
     ),
     "runs:event": Surface("get", lambda w: reverse("runs:event", args=[w.suspended.execution.pk, 1]), _each(200)),
     "runs:run": Surface("get", lambda w: reverse("runs:run", args=[w.run_pk]), _each(200)),
+    # Two runs of team A, one of them by its run id: another team's user gets the 404 of a run that is not there.
+    "runs:compare": Surface(
+        "get", lambda w: f"{reverse('runs:compare')}?a={w.run_pk}&b={w.suspended.run.run_id}", _each(200)
+    ),
     # Each request of a group is checked alone (refused items are reported), so the post itself is a 200 for all.
     "runs:approval_group": Surface(
         "post",

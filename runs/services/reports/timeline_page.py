@@ -10,9 +10,10 @@ from django.conf import settings
 from django.urls import reverse
 
 from observers.agui import FRAGMENT_EVENT_NAME, HARNESS_PREFIX
-from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, TimelineEvent
+from runs.models import ACTIVE_EXECUTION_STATUSES, Execution
 from runs.protocol import CURSOR_ERRORS
 
+from ..timeline import read_side
 from ..timeline.decision_items import DECISION_EVENT_NAME
 from ..timeline.read_side import Lane
 from . import provenance
@@ -83,8 +84,6 @@ def takeovers(lanes: list[Lane]) -> dict[int, dict[str, int]]:
         start = run.start_checkpoint
         if start is None or start.run_id not in runs or start.run_id == run.pk or start.journal_index is None:
             continue
-        prefix = TimelineEvent.objects.filter(run_id=start.run_id, journal_entry__index__lte=start.journal_index)
-        last = prefix.order_by("-position").values_list("position", flat=True).first()
-        if last is not None:
+        if (last := read_side.prefix_end(start.run_id, start.journal_index)) is not None:
             found[run.pk] = {"fromRun": start.run_id, "afterPosition": last}
     return found

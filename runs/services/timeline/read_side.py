@@ -274,6 +274,14 @@ def deferred_requests_of(run: Run) -> QuerySet[DeferredRequest]:
     return run.deferred_requests.order_by("pk")
 
 
+def prefix_end(run_pk: int, journal_index: int) -> int | None:
+    """The last timeline position of a run's items up to its journal entry `journal_index` (where a checkpoint
+    stands): what a run that went on from that checkpoint took over."""
+    prefix = TimelineEvent.objects.filter(run_id=run_pk, journal_entry__index__lte=journal_index)
+    last: int | None = prefix.order_by("-position").values_list("position", flat=True).first()
+    return last
+
+
 def run_events(run: Run) -> QuerySet[TimelineEvent]:
     return run.timeline.order_by("position").only(
         "position", "event_type", "subagent_run_id", "occurred_at", "execution_id", "run_id"
