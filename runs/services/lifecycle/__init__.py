@@ -1,5 +1,6 @@
 """An execution's life, above `timeline`: starting, resuming and forking work, Host-managed children, answering
-deferred requests (approvals), cancelling, and moving executions between Hosts as run bundles."""
+deferred requests (approvals), cancelling, recovering failed executions, and moving executions between Hosts as
+run bundles."""
 
 from . import (
     approvals,
@@ -8,6 +9,7 @@ from . import (
     bundle_import,
     cancellation,
     executions,
+    failed_recovery,
     forks,
     group_decisions,
     starts,
@@ -34,6 +36,7 @@ from .approvals import (
 from .cancellation import cancel_execution
 from .children import MAX_CHILD_DEPTH
 from .executions import create_thread, current_policy_version
+from .failed_recovery import RecoveryRefused, recover_failed, recovery_point
 from .starts import MAX_KEY_LENGTH
 
 __all__ = (
@@ -45,6 +48,7 @@ __all__ = (
     "MAX_MESSAGE_CHARS",
     "MAX_VALUE_BYTES",
     "Answer",
+    "RecoveryRefused",
     "SubmissionRejected",
     "answer_role",
     "answerable_requests",
@@ -60,11 +64,14 @@ __all__ = (
     "current_policy_version",
     "executions",
     "expire_overdue_requests",
+    "failed_recovery",
     "forks",
     "group_decisions",
     "open_requests",
     "pending_requests",
     "pending_set",
+    "recover_failed",
+    "recovery_point",
     "starts",
     "submit_decisions",
     "tool_parameters_schema",
