@@ -365,6 +365,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "totals": durations.totals(times, runs, now),
             "recovery": recovery,
             "timeline_config": timeline_page.page_config(execution, lanes, times.as_json(now)),
+            "timeline_kinds": timeline_page.TIMELINE_KINDS,
             "failed_run": failed_run,
             # The first execution of a fork says where its history comes from.
             "origin": provenance.fork_origin(execution.thread) if execution.number == 1 else None,
