@@ -253,3 +253,41 @@ def test_the_execution_page_recovers_a_failed_execution(client, operator_user, d
     again = client.post(url, follow=True).content.decode()
     assert "It is no longer failed; nothing was done." in again
     assert execution.runs.count() == 2
+
+
+def test_a_bulk_decision_over_everything_in_the_approvals_inbox(client, operator_user):
+    client.force_login(operator_user)
+    waiting = [_one_payment(f"pay {n}") for n in range(2)]
+    pair = factories.suspended_execution(title="a set of two")
+    asks = factories.suspended_execution(
+        approvals=(),
+        calls=(ToolCallPart("ask_user", {"question": "which?"}, tool_call_id="call-q"),),
+        questions=("call-q",),
+        title="a question",
+    )
+    inbox = client.get(reverse("runs:approvals")).content.decode()
+    assert "On all 3 in the inbox" in inbox
+    assert inbox.count('form="inbox-bulk-form"') == 4  # a box per approval row (two for the pair), none for questions
+
+    confirm = client.post(
+        reverse("runs:bulk_action"), {"action": "deny", "scope": "inbox", "message": "Not now.", "origin": "inbox"}
+    )
+    body = confirm.content.decode()
+    assert confirm.status_code == 200 and "Deny 3 executions?" in body
+    assert f'<a href="{reverse("runs:approvals")}">Cancel</a>' in body
+    operation = _start(client, action="deny", scope="inbox", message="Not now.")
+    assert set(_outcomes(operation)) == {s.execution.pk for s in [*waiting, pair]}
+    bulk_operations.run(operation.pk)
+    outcomes = _outcomes(operation)
+    assert [outcomes[s.execution.pk] for s in waiting] == ["done", "done"] and outcomes[pair.execution.pk] == "skipped"
+    assert {(d.verdict, d.message) for d in Decision.objects.all()} == {("denied", "Not now.")}
+    asks.execution.refresh_from_db()
+    assert asks.execution.status == ExecutionStatus.WAITING
+
+
+def test_the_inbox_bulk_form_only_approves_or_denies(client, operator_user):
+    client.force_login(operator_user)
+    _one_payment("pay")
+    response = client.post(reverse("runs:bulk_action"), {"action": "cancel", "scope": "inbox"})
+    assert response.status_code == 400 and "From the approvals inbox, approve or deny." in response.content.decode()
+    assert not BulkOperation.objects.exists()
