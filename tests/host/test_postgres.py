@@ -56,6 +56,8 @@ FEATURE_TESTS = [
     "tests/web/test_thread_forms.py",
     # A bundle's replay runs the worker's loop inside one transaction that it rolls back.
     "tests/host/test_replay.py",
+    # Recovering a failed execution locks its thread's row, then its own (of=self), as starting one does.
+    "tests/host/test_failed_recovery.py",
 ]
 # Team scoping is subqueries on memberships on every read; the per-team thread id is a composite unique key. The
 # matrix is every role on every surface: a run of its own.
