@@ -37,7 +37,7 @@ from .approvals import (
 from .cancellation import cancel_execution
 from .children import MAX_CHILD_DEPTH
 from .executions import create_thread, current_policy_version
-from .failed_recovery import RecoveryRefused, recover_failed, recovery_point
+from .failed_recovery import RecoveryRefused, recover_failed, start_recovery_run
 from .starts import MAX_KEY_LENGTH
 
 __all__ = (
@@ -73,7 +73,7 @@ __all__ = (
     "pending_requests",
     "pending_set",
     "recover_failed",
-    "recovery_point",
+    "start_recovery_run",
     "starts",
     "submit_decisions",
     "tool_parameters_schema",

@@ -22,7 +22,7 @@ from ..store.host_events import HostEvent, announce
 from ..timeline.publishing import publish_execution_status
 from .executions import new_run
 
-__all__ = ("RecoveryRefused", "recover_failed", "recovery_point")
+__all__ = ("RecoveryRefused", "recover_failed", "recovery_point", "start_recovery_run")
 
 
 class RecoveryRefused(Exception):
@@ -62,20 +62,26 @@ def recover_failed(execution: Execution, *, user: User | AnonymousUser) -> Run |
         dead = execution.runs.order_by("-number").first()
         if dead is None:
             raise RecoveryRefused("It failed before any run started; start it again instead.")
-        start, accepted = recovery_point(execution, dead)
         Execution.objects.filter(pk=execution.pk).update(
             status=ExecutionStatus.QUEUED, finished_at=None, failure_code="", failure_message=""
         )
-        run = new_run(
-            execution,
-            reason=RunReason.RECOVERY,
-            previous=dead,
-            attempt=dead.attempt + 1,
-            start_checkpoint=start,
-            deferred_resume=accepted,
-        )
-        publish_execution_status(execution.pk)
-        announce(HostEvent.EXECUTION_RECOVERED, execution=execution.pk, run=run.pk)
+        return start_recovery_run(execution, dead)
+
+
+def start_recovery_run(execution: Execution, dead: Run) -> Run:
+    """Inside a transaction holding the execution's row: its recovery run after `dead`, from the recovery point,
+    announced; the sweeper's after a lost worker and an operator's after a failure alike."""
+    start, accepted = recovery_point(execution, dead)
+    run = new_run(
+        execution,
+        reason=RunReason.RECOVERY,
+        previous=dead,
+        attempt=dead.attempt + 1,
+        start_checkpoint=start,
+        deferred_resume=accepted,
+    )
+    publish_execution_status(execution.pk)
+    announce(HostEvent.EXECUTION_RECOVERED, execution=execution.pk, run=run.pk)
     return run
 
 

@@ -30,15 +30,13 @@ from runs.models import (
     ExecutionStatus,
     JournalEntry,
     Run,
-    RunReason,
     RunStatus,
     TimelineEvent,
 )
 
-from ..lifecycle import recovery_point
+from ..lifecycle import start_recovery_run
 from ..lifecycle.approvals import expire_request_set, overdue_sets
 from ..lifecycle.children import answer_parent
-from ..lifecycle.executions import new_run
 from ..store import queueing
 from ..store.host_events import HostEvent, announce, pass_swept
 from ..timeline.lane_closing import TERMINAL_EVENTS, WORKER_LOST, close_projection, lane_closed
@@ -173,17 +171,7 @@ def continue_execution(execution: Execution, *, now: datetime) -> str | None:
         if not lane_closed(dead) and JournalEntry.objects.filter(run=dead, source_run_id=dead.run_id).exists():
             # Its lane is closed first, so the dead run's last positions never interleave with the successor's.
             return None
-        start, accepted = recovery_point(execution, dead)
-        run = new_run(
-            execution,
-            reason=RunReason.RECOVERY,
-            previous=dead,
-            attempt=dead.attempt + 1,
-            start_checkpoint=start,
-            deferred_resume=accepted,
-        )
-        publish_execution_status(execution.pk)
-        announce(HostEvent.EXECUTION_RECOVERED, execution=execution.pk, run=run.pk)
+        run = start_recovery_run(execution, dead)
     log.info("execution %s: recovery run %s after run %s", execution.pk, run.pk, dead.pk)
     return "recovered"
 
