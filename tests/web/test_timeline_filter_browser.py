@@ -10,37 +10,15 @@ from ag_ui.core import (
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallEndEvent,
     ToolCallResultEvent,
-    ToolCallStartEvent,
 )
 from playwright.sync_api import expect
 
 from runs.services.timeline import DECISION_EVENT_NAME, publish_frames, read_side
 from tests.support import factories
-from tests.support.timeline_page import wait_until_drawn
+from tests.support.timeline_page import text_message_events, tool_call_events, wait_until_drawn
 
 LIVE_MS = 30_000
-
-
-def _tool(call_id: str, name: str, args: str) -> list:
-    return [
-        ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name),
-        ToolCallArgsEvent(tool_call_id=call_id, delta=args),
-        ToolCallEndEvent(tool_call_id=call_id),
-    ]
-
-
-def _message(message_id: str, text: str) -> list:
-    return [
-        TextMessageStartEvent(message_id=message_id, role="assistant"),
-        TextMessageContentEvent(message_id=message_id, delta=text),
-        TextMessageEndEvent(message_id=message_id),
-    ]
 
 
 def _three_runs():
@@ -58,8 +36,8 @@ def _three_runs():
         first,
         [
             RunStartedEvent(thread_id=thread_id, run_id=first.run_id),
-            *_message("m1", "<b>REC-7</b> needs a lookup"),
-            *_tool("call-1", "lookup_record", '{"record_id": "REC-7"}'),
+            *text_message_events("m1", "<b>REC-7</b> needs a lookup"),
+            *tool_call_events("call-1", "lookup_record", '{"record_id": "REC-7"}'),
             RunFinishedEvent(
                 thread_id=thread_id, run_id=first.run_id, outcome={"type": "interrupt", "interrupts": [interrupt]}
             ),
@@ -82,7 +60,10 @@ def _three_runs():
     third = factories.make_run(execution, reason="recovery", previous_run=second, status="running")
     factories.append_events(
         third,
-        [RunStartedEvent(thread_id=thread_id, run_id=third.run_id), *_message("m3", "Recovered; carrying on")],
+        [
+            RunStartedEvent(thread_id=thread_id, run_id=third.run_id),
+            *text_message_events("m3", "Recovered; carrying on"),
+        ],
     )
     return execution, third
 
@@ -139,7 +120,8 @@ def test_the_timeline_filters_by_kind_tool_run_and_text_and_jumps(operator_page,
     text.fill("")
     kind.select_option("tool")
     rows = factories.append_events(
-        recovery, [*_tool("call-2", "notify_team", '{"team": "ops"}'), *_message("m4", "Team notified")]
+        recovery,
+        [*tool_call_events("call-2", "notify_team", '{"team": "ops"}'), *text_message_events("m4", "Team notified")],
     )
     publish_frames(execution.pk, [read_side.frame_of(row) for row in rows])
     expect(page.locator(".item-tool", has_text="notify_team")).to_be_visible(timeout=LIVE_MS)
