@@ -36,6 +36,7 @@ from runs.services.lifecycle import (
     ANSWER_REFUSED,
     SubmissionRejected,
     answerable_requests,
+    awaiting_approval,
     can_decide,
     group_decisions,
     pending_requests,
@@ -232,6 +233,8 @@ def inbox(request: HttpRequest) -> HttpResponse:
     """Waiting requests the user may decide, across their teams' threads, newest first unless sorted otherwise;
     only open sets (the thread's selected checkpoint)."""
     context = _inbox_context(request)
+    # The bulk decision's "on all" button: every execution the inbox holds an approval of, on any page.
+    context["inbox_total"] = awaiting_approval(request.user).count()
     return render(request, "runs/approvals.html", context, status=400 if context["refused_sort"] else 200)
 
 

@@ -1,4 +1,5 @@
-"""Bulk actions from the executions list: confirm (a count and a sample), start (an RQ job), follow its progress."""
+"""Bulk actions from the executions list and the approvals inbox: confirm (a count and a sample), start (an RQ
+job), follow its progress."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.forms import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from runs.forms import BulkForm
@@ -42,7 +44,15 @@ def bulk_action(request: HttpRequest) -> HttpResponse:
         return render(
             request,
             "runs/bulk_confirm.html",
-            {"action": action, "count": count, "sample": sample, "pks": pks, "message": form.cleaned_data["message"]},
+            {
+                "action": action,
+                "count": count,
+                "sample": sample,
+                "pks": pks,
+                "message": form.cleaned_data["message"],
+                # Where "Cancel" goes back to: the page the action was asked from.
+                "back": reverse("runs:approvals" if request.POST.get("origin") == "inbox" else "runs:executions"),
+            },
         )
     try:
         operation = bulk_operations.start(request.user, action, pks, message=form.cleaned_data["message"])

@@ -16,7 +16,14 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.http import QueryDict
 
 from runs.models import AgentProfile, BulkAction, ExecutionStatus, Thread, ToolDispatch, Verdict
-from runs.services.lifecycle import MAX_KEY_LENGTH, MAX_MESSAGE_CHARS, MAX_VALUE_BYTES, Answer, SubmissionRejected
+from runs.services.lifecycle import (
+    MAX_KEY_LENGTH,
+    MAX_MESSAGE_CHARS,
+    MAX_VALUE_BYTES,
+    Answer,
+    SubmissionRejected,
+    awaiting_approval,
+)
 from runs.services.reports import WAITING_FOR, AuditFilters, Cursor, ExecutionFilters
 from runs.services.store import ModelChoice, access, base_url_problem, model_problems, profile_key_variable, toolbox
 from runs.services.timeline import THREAD_STATUSES
@@ -431,17 +438,26 @@ class GroupDecisionForm(forms.Form):
 
 
 class BulkForm(forms.Form):
-    """A bulk action over the selected executions (`execution`, repeated) or over every match of `query`."""
+    """A bulk action over the selected executions (`execution`, repeated), over every match of `query` (the
+    executions list's filter), or over every execution with an approval in the user's inbox (approve or deny)."""
 
     action = forms.ChoiceField(choices=BulkAction.choices)
     message = forms.CharField(required=False, max_length=MAX_MESSAGE_CHARS, validators=[multi_line_text])
-    scope = forms.ChoiceField(choices=[("selected", "selected"), ("matching", "everything matching")])
+    scope = forms.ChoiceField(
+        choices=[("selected", "selected"), ("matching", "everything matching"), ("inbox", "everything in the inbox")]
+    )
     query = forms.CharField(required=False, max_length=2000, validators=[single_line_text])
     confirmed = forms.BooleanField(required=False)
 
     def __init__(self, *args: Any, viewer: User | AnonymousUser, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.viewer = viewer
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("scope") == "inbox" and data.get("action") not in (BulkAction.APPROVE, BulkAction.DENY):
+            self.add_error("action", "From the approvals inbox, approve or deny.")
+        return data
 
     def executions(self, limit: int) -> tuple[int, list[int]]:
         """How many visible executions the action covers, and the pks of at most `limit` + 1 of them, newest first."""
@@ -451,6 +467,8 @@ class BulkForm(forms.Form):
             if not filters.is_valid():
                 raise forms.ValidationError(f"The filter is refused: {filters.errors.as_text()}")
             matching = filters.filters().matching()
+        elif self.cleaned_data["scope"] == "inbox":
+            matching = access.visible_executions(self.viewer).filter(pk__in=awaiting_approval(self.viewer).values("pk"))
         else:
             chosen = [int(pk) for pk in data.getlist("execution") if pk.isdigit() and int(pk) <= MAX_DB_INTEGER]
             matching = access.visible_executions(self.viewer).filter(pk__in=chosen)

@@ -712,6 +712,7 @@ class BulkAction(models.TextChoices):
     APPROVE = "approve"
     DENY = "deny"
     CANCEL = "cancel"
+    RECOVER = "recover"
 
 
 class BulkOperation(models.Model):

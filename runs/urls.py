@@ -20,6 +20,7 @@ urlpatterns = [
     path("executions/<pk:pk>/", views.execution_detail, name="execution"),
     path("executions/<pk:pk>/times/", views.execution_times, name="execution_times"),
     path("executions/<pk:pk>/cancel/", views.cancel_execution, name="cancel_execution"),
+    path("executions/<pk:pk>/recover/", views.recover_execution, name="recover_execution"),
     path("executions/<pk:pk>/bundle/", views.export_bundle, name="export_bundle"),
     path("executions/<pk:execution_pk>/events/<pk:position>/", views.event_detail, name="event"),
     path("runs/<pk:pk>/", views.run_detail, name="run"),

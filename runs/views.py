@@ -53,6 +53,7 @@ from runs.services.lifecycle import (
     can_decide,
     cancellation,
     executions,
+    failed_recovery,
     starts,
 )
 from runs.services.reports import (
@@ -366,11 +367,14 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "totals": durations.totals(times, runs, now),
             "recovery": recovery,
             "timeline_config": timeline_page.page_config(execution, lanes, times.as_json(now)),
+            "timeline_kinds": timeline_page.TIMELINE_KINDS,
             "failed_run": failed_run,
             # The first execution of a fork says where its history comes from.
             "origin": provenance.fork_origin(execution.thread) if execution.number == 1 else None,
             "failure": failures.failure_of(failed_run) if failed_run else None,
             # Cancelling a waiting execution refuses what it waits on: it needs the role that answers that.
+            "may_recover": execution.status == ExecutionStatus.FAILED
+            and access.can(request.user, Action.RECOVER, execution),
             "may_cancel": access.can(request.user, Action.CANCEL, execution)
             and (execution.status != ExecutionStatus.WAITING or can_decide(request.user, execution)),
             "dropped_cancel_requests": execution.dropped_cancel_requests.select_related("requested_by", "run"),
@@ -429,6 +433,24 @@ def cancel_execution(request: HttpRequest, pk: int) -> HttpResponse:
             else "Cancellation requested; the run stops at its next heartbeat (unless it suspends for answers "
             "first: then the request is dropped, and cancelling the waiting execution is a decision).",
         )
+    return redirect("runs:execution", pk=execution.pk)
+
+
+@login_required
+@require_POST
+def recover_execution(request: HttpRequest, pk: int) -> HttpResponse:
+    """Start the recovery run of a failed execution (an operator's); one no longer failed is left as it is."""
+    execution = get_visible_or_404(Execution.objects.all(), request.user, pk=pk)
+    _require(request, Action.RECOVER, execution)
+    try:
+        run = failed_recovery.recover_failed(execution, user=request.user)
+    except failed_recovery.RecoveryRefused as refused:
+        messages.error(request, f"Not recovered: {refused}")
+    else:
+        if run is None:
+            messages.info(request, "It is no longer failed; nothing was done.")
+        else:
+            messages.success(request, f"Recovery run {run.number} is queued; it continues from the latest checkpoint.")
     return redirect("runs:execution", pk=execution.pk)
 
 

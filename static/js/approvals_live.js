@@ -53,7 +53,10 @@ async function refreshInbox(requests) {
   if (!response.ok || response.redirected || fetchNumber !== latest) return;
   const html = await response.text();
   if (fetchNumber !== latest) return;
+  // Rows selected for a bulk decision stay selected in the new table (those still in it).
+  const selected = new Set(Array.from(inbox.querySelectorAll("input[name=execution]:checked"), (box) => box.value));
   inbox.innerHTML = html;
+  for (const box of inbox.querySelectorAll("input[name=execution]")) box.checked = selected.has(box.value);
   document.dispatchEvent(new CustomEvent("harness:approvals-rows"));
 }
 

@@ -87,6 +87,7 @@ export const HANDLERS = {
       const interrupts = event.outcome.interrupts ?? [];
       scope.lane.waitingFor = timeline.waitingFor(interrupts);
       item = scope.add(new Item(timeline, "interrupt", frame, scope.lane.waitingFor));
+      item.element.dataset.tool = interrupts.map((interrupt) => interrupt.metadata?.tool_name ?? "").join(" ").trim();
       for (const interrupt of interrupts) item.body.append(timeline.interruptCard(interrupt));
     } else if (outcome === "cancelled") {
       item = scope.add(new Item(timeline, "cancelled", frame, "run cancelled"));

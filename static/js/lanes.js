@@ -58,6 +58,8 @@ export class Scope {
   }
 
   add(item) {
+    // The run an item belongs to, whatever scope of it: what the timeline's run filter asks.
+    item.element.dataset.run = this.lane.pk;
     if (this.container) {
       this.container.append(item.element);
     } else {
@@ -166,6 +168,7 @@ export class Lane {
 
   nest(parent, tool, runId, name, frame) {
     const item = new Item(this.timeline, "subagent", frame, `subagent ${name}`);
+    item.element.dataset.run = this.pk;
     item.extra.textContent = runId;
     item.status = el("span", "badge status-running", "running");
     item.extra.after(item.status);

@@ -17,6 +17,7 @@ import { Item } from "./items.js";
 import { Lane } from "./lanes.js";
 import { ReconnectingSocket } from "./socket.js";
 import { TimeAxis } from "./time_axis.js";
+import { TimelineFilter } from "./timeline_filter.js";
 
 // What a suspended run's interrupt card says it waits for, by the interrupt's reason (else an approval).
 const INTERRUPT_TITLES = {
@@ -64,6 +65,8 @@ export class Timeline {
     this.wanted = null;
     this.resets = 0;
     this.subscriptions = []; // the cursor sent with each subscribe
+    const filter = document.getElementById("timeline-filter");
+    this.filter = filter ? new TimelineFilter(this, filter, document.getElementById("timeline-jumps")) : null;
     for (const summary of config.runs) this.lane(summary);
     window.addEventListener("hashchange", () => this.want(location.hash));
     this.want(location.hash);
@@ -98,6 +101,7 @@ export class Timeline {
       this.root.style.setProperty("--lanes", this.lanes.size);
       this.comparison?.lanesChanged();
       this.renderSwitcher();
+      this.filter?.lanesChanged(this.lanes.values());
       document.getElementById("timeline-empty").hidden = true;
     }
     return lane;
@@ -277,6 +281,7 @@ export class Timeline {
       item.element.classList.add("streaming");
       item.extra.textContent = toolCallId;
       item.rawArgs = "";
+      if (known) item.element.dataset.tool = known;
       if (name === undefined) {
         item.args = el("pre");
       } else {
@@ -365,6 +370,7 @@ export class Timeline {
     const cancelled = calls.length > 0 && calls.every((call) => call.verdict === "cancelled");
     const label = value.expired ? "expired" : `${child ? "answered" : cancelled ? "cancelled" : "decided"} by ${who}`;
     const item = scope.add(new Item(this, "decision", frame, label));
+    item.element.dataset.tool = calls.map((call) => call.tool_name).join(" ");
     item.element.classList.toggle("expired", Boolean(value.expired));
     item.extra.textContent = value.resume_run ? `run ${value.resume_run} resumes` : "";
     item.element.querySelector(".item-time").title = value.decided_at ?? "";
@@ -459,6 +465,7 @@ export class Timeline {
         // Once a worker took the run, the page no longer waits for the queue.
         if (message.status !== "queued") document.getElementById("queue-wait")?.remove();
         for (const run of message.runs ?? []) this.lane(run).update(run);
+        if (message.runs?.length) this.filter?.lanesChanged(this.lanes.values());
         this.refreshTimes();
         // approvals.js fetches the approval form when the execution starts waiting.
         document.dispatchEvent(
@@ -533,6 +540,8 @@ export class Timeline {
   // After each batch the feed drew: positions on the items, counts, the comparison, a wanted permalink.
   drawn() {
     for (const item of this.touched) item.element.dataset.positions = item.positions.join(" ");
+    // New and changed cards obey the filter in force.
+    this.filter?.refresh(Array.from(this.touched, (item) => item.element));
     this.touched.clear();
     for (const lane of this.lanes.values()) lane.renderCount();
     this.root.dataset.rendered = this.rendered;

@@ -58,6 +58,8 @@ FEATURE_TESTS = [
     "tests/host/test_replay.py",
     # The compare view reads two runs' events and usage across executions, teams scoped.
     "tests/host/test_run_comparison.py",
+    # Recovering a failed execution locks its thread's row, then its own (of=self), as starting one does.
+    "tests/host/test_failed_recovery.py",
 ]
 # Team scoping is subqueries on memberships on every read; the per-team thread id is a composite unique key. The
 # matrix is every role on every surface: a run of its own.

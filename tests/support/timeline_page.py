@@ -1,10 +1,20 @@
-"""What the timeline browser tests share: where screenshots go, and reading positions off the page."""
+"""What the timeline browser tests share: where screenshots go, reading positions off the page, and the AG-UI
+events of a tool call and of a text message."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from ag_ui.core import (
+    BaseEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
 from django.conf import settings
 from playwright.sync_api import Page
 
@@ -43,3 +53,22 @@ def wait_until_drawn(page: Page, execution: Execution, timeout: float = 15_000) 
     stored = stored_positions(execution)
     page.wait_for_selector(f'#timeline[data-rendered="{stored[-1]}"]', timeout=timeout)
     return stored
+
+
+def tool_call_events(call_id: str, name: str, args: str, *, subagent: str | None = None) -> list[BaseEvent]:
+    """A tool call's start, arguments and end (its result is an event of its own)."""
+    extra = {"subagent_run_id": subagent} if subagent else {}
+    return [
+        ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name, **extra),
+        ToolCallArgsEvent(tool_call_id=call_id, delta=args, **extra),
+        ToolCallEndEvent(tool_call_id=call_id, **extra),
+    ]
+
+
+def text_message_events(message_id: str, body: str) -> list[BaseEvent]:
+    """An assistant's text message in one delta."""
+    return [
+        TextMessageStartEvent(message_id=message_id, role="assistant"),
+        TextMessageContentEvent(message_id=message_id, delta=body),
+        TextMessageEndEvent(message_id=message_id),
+    ]

@@ -165,3 +165,129 @@ def test_an_operation_is_its_users_alone(client, operator_user, django_user_mode
     page = client.get(reverse("runs:bulk_operation", args=[operation.pk])).content.decode()
     assert "pending: <b>1</b>" in page
     assert Execution.objects.count() == 1
+
+
+def _failed(title: str = "broken") -> Execution:
+    execution = factories.make_execution(factories.make_thread(title), status="failed")
+    Execution.objects.filter(pk=execution.pk).update(failure_code="model_failed", failure_message="The model failed.")
+    factories.make_run(execution, status="failed", failure_code="model_failed")
+    return execution
+
+
+def test_a_bulk_recover_starts_each_failed_executions_recovery_run_once(client, operator_user):
+    client.force_login(operator_user)
+    failed = [_failed(f"broken {n}") for n in range(2)]
+    recovered_meanwhile = _failed("recovered by someone else")
+    running = factories.make_execution(status="running")
+    selected = [e.pk for e in failed] + [recovered_meanwhile.pk, running.pk]
+
+    confirm = client.post(
+        reverse("runs:bulk_action"), {"action": "recover", "scope": "selected", "execution": selected}
+    )
+    assert confirm.status_code == 200 and "Recover 4 executions?" in confirm.content.decode()
+    operation = _start(client, action="recover", scope="selected", execution=selected)
+    # Changed between the confirmation and the job: someone else recovered it, and it completed.
+    Execution.objects.filter(pk=recovered_meanwhile.pk).update(status=ExecutionStatus.COMPLETED)
+    bulk_operations.run(operation.pk)
+
+    outcomes = _outcomes(operation)
+    assert [outcomes[e.pk] for e in failed] == ["done", "done"]
+    assert outcomes[recovered_meanwhile.pk] == "skipped" and outcomes[running.pk] == "skipped"
+    messages = dict(operation.items.values_list("execution_id", "message"))
+    assert messages[running.pk] == "It is running, not failed."
+    for execution in failed:
+        execution.refresh_from_db()
+        assert (execution.status, execution.failure_code, execution.finished_at) == ("queued", "", None)
+        [dead, recovery] = execution.runs.order_by("number")
+        assert (recovery.reason, recovery.previous_run, recovery.attempt, recovery.status) == (
+            "recovery",
+            dead,
+            2,
+            "queued",
+        )
+
+    # The job run again (a retry, a second worker) starts no second recovery run.
+    BulkItem.objects.filter(operation=operation).update(outcome="pending")
+    bulk_operations.run(operation.pk)
+    assert [e.runs.count() for e in failed] == [2, 2]
+    assert {_outcomes(operation)[e.pk] for e in failed} == {"skipped"}
+
+
+def test_a_bulk_recover_is_refused_without_the_operators_role(client, django_user_model):
+    default = Team.objects.get_or_create(name="default")[0]
+    viewer = factories.member(django_user_model, "viewer-a", default, TeamRole.VIEWER)
+    execution = _failed()
+    operation = bulk_operations.start(viewer, "recover", [execution.pk])
+    bulk_operations.run(operation.pk)
+    item = operation.items.get()
+    assert (item.outcome, item.message) == ("refused", "Your role in this team does not allow recovering it.")
+    execution.refresh_from_db()
+    assert execution.status == ExecutionStatus.FAILED and execution.runs.count() == 1
+
+
+def test_only_a_threads_latest_failed_execution_is_recovered(client, operator_user):
+    execution = _failed()
+    factories.make_execution(execution.thread, status="completed")
+    operation = bulk_operations.start(operator_user, "recover", [execution.pk])
+    bulk_operations.run(operation.pk)
+    item = operation.items.get()
+    assert item.outcome == "skipped" and "only the thread's latest one is recovered" in item.message
+    assert execution.runs.count() == 1
+
+
+def test_the_execution_page_recovers_a_failed_execution(client, operator_user, django_user_model):
+    execution = _failed()
+    url = reverse("runs:recover_execution", args=[execution.pk])
+    viewer = factories.member(
+        django_user_model, "viewer-b", Team.objects.get_or_create(name="default")[0], TeamRole.VIEWER
+    )
+    client.force_login(viewer)
+    assert 'id="recover"' not in client.get(reverse("runs:execution", args=[execution.pk])).content.decode()
+    assert client.post(url).status_code == 403
+
+    client.force_login(operator_user)
+    assert 'id="recover"' in client.get(reverse("runs:execution", args=[execution.pk])).content.decode()
+    page = client.post(url, follow=True).content.decode()
+    assert "Recovery run 2 is queued" in page
+    assert execution.runs.filter(reason="recovery").count() == 1
+    again = client.post(url, follow=True).content.decode()
+    assert "It is no longer failed; nothing was done." in again
+    assert execution.runs.count() == 2
+
+
+def test_a_bulk_decision_over_everything_in_the_approvals_inbox(client, operator_user):
+    client.force_login(operator_user)
+    waiting = [_one_payment(f"pay {n}") for n in range(2)]
+    pair = factories.suspended_execution(title="a set of two")
+    asks = factories.suspended_execution(
+        approvals=(),
+        calls=(ToolCallPart("ask_user", {"question": "which?"}, tool_call_id="call-q"),),
+        questions=("call-q",),
+        title="a question",
+    )
+    inbox = client.get(reverse("runs:approvals")).content.decode()
+    assert "On all 3 in the inbox" in inbox
+    assert inbox.count('form="inbox-bulk-form"') == 4  # a box per approval row (two for the pair), none for questions
+
+    confirm = client.post(
+        reverse("runs:bulk_action"), {"action": "deny", "scope": "inbox", "message": "Not now.", "origin": "inbox"}
+    )
+    body = confirm.content.decode()
+    assert confirm.status_code == 200 and "Deny 3 executions?" in body
+    assert f'<a href="{reverse("runs:approvals")}">Cancel</a>' in body
+    operation = _start(client, action="deny", scope="inbox", message="Not now.")
+    assert set(_outcomes(operation)) == {s.execution.pk for s in [*waiting, pair]}
+    bulk_operations.run(operation.pk)
+    outcomes = _outcomes(operation)
+    assert [outcomes[s.execution.pk] for s in waiting] == ["done", "done"] and outcomes[pair.execution.pk] == "skipped"
+    assert {(d.verdict, d.message) for d in Decision.objects.all()} == {("denied", "Not now.")}
+    asks.execution.refresh_from_db()
+    assert asks.execution.status == ExecutionStatus.WAITING
+
+
+def test_the_inbox_bulk_form_only_approves_or_denies(client, operator_user):
+    client.force_login(operator_user)
+    _one_payment("pay")
+    response = client.post(reverse("runs:bulk_action"), {"action": "cancel", "scope": "inbox"})
+    assert response.status_code == 400 and "From the approvals inbox, approve or deny." in response.content.decode()
+    assert not BulkOperation.objects.exists()

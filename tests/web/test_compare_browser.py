@@ -8,34 +8,18 @@ from ag_ui.core import (
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallEndEvent,
     ToolCallResultEvent,
-    ToolCallStartEvent,
 )
 from playwright.sync_api import expect
 
 from tests.support import factories
-from tests.support.timeline_page import screenshot, wait_until_drawn
+from tests.support.timeline_page import screenshot, text_message_events, tool_call_events, wait_until_drawn
 
 
 def tool(call_id: str, name: str, args: str, result: str) -> list:
     return [
-        ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name),
-        ToolCallArgsEvent(tool_call_id=call_id, delta=args),
-        ToolCallEndEvent(tool_call_id=call_id),
+        *tool_call_events(call_id, name, args),
         ToolCallResultEvent(message_id=f"{call_id}:result", tool_call_id=call_id, content=result),
-    ]
-
-
-def text(message_id: str, body: str) -> list:
-    return [
-        TextMessageStartEvent(message_id=message_id, role="assistant"),
-        TextMessageContentEvent(message_id=message_id, delta=body),
-        TextMessageEndEvent(message_id=message_id),
     ]
 
 
@@ -61,7 +45,7 @@ def failed_then_recovered():
             RunStartedEvent(thread_id=thread_id, run_id=second.run_id),
             *tool("call-1", "lookup_record", '{"record_id": "REC-7"}', '{"id": "REC-7"}'),
             *tool("call-2", "search_records", '{"query": "acme corp"}', "[]"),
-            *text("t1", "Found nothing."),
+            *text_message_events("t1", "Found nothing."),
             RunFinishedEvent(thread_id=thread_id, run_id=second.run_id, outcome={"type": "success"}),
         ],
     )

@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 from pydantic_ai import ToolCallPart
 
 from runs.models import Decision
+from runs.services.lifecycle import create_thread
 from runs.services.timeline.publishing import publish_approvals_changed
 from tests.support import factories
 
@@ -144,3 +145,61 @@ def test_a_bulk_approve_runs_as_a_job_with_live_progress_and_a_result_per_item(o
         expect(page.locator(f"tr[data-item-execution='{suspended.execution.pk}'] [data-outcome]")).to_have_text("done")
     assert {Decision.objects.get(request=s.requests["call-pay"]).verdict for s in waiting} == {"approved"}
     assert finished.pk not in {s.execution.pk for s in waiting}
+
+
+def test_a_bulk_recover_from_the_executions_list_starts_recovery_runs_with_a_result_per_item(operator_page, live_stack):
+    failed = []
+    for n in range(2):
+        thread = create_thread(factories.shared_profile("recover-browser"), title=f"broken {n}")
+        execution = factories.make_execution(thread, status="failed")
+        factories.make_run(execution, status="failed", failure_code="model_failed")
+        failed.append(execution)
+    running = factories.make_execution(factories.make_thread("still running"), status="running")
+    page = operator_page
+    page.goto(f"{live_stack.base_url}/executions/")
+    for execution in [*failed, running]:
+        page.locator(f"tr[data-execution='{execution.pk}'] input[type=checkbox]").check()
+    page.locator("#bulk-form select[name=action]").select_option("recover")
+    page.get_by_role("button", name="On the selected").click()
+    expect(page.locator("h1")).to_have_text("Recover 3 executions?")
+    page.locator("#bulk-confirm").click()
+
+    progress = page.locator("#bulk-progress")
+    expect(progress).to_have_attribute("data-finished", "yes", timeout=LIVE_MS)
+    expect(progress.locator("[data-outcome-count=done] b")).to_have_text("2")
+    expect(progress.locator("[data-outcome-count=skipped] b")).to_have_text("1")
+    for execution in failed:
+        row = page.locator(f"tr[data-item-execution='{execution.pk}']")
+        expect(row.locator("[data-outcome]")).to_have_text("done")
+        expect(row.locator("[data-message]")).to_have_text("recovery run 2 queued.")
+    expect(page.locator(f"tr[data-item-execution='{running.pk}'] [data-message]")).to_have_text(
+        "It is running, not failed."
+    )
+    # The live worker runs each recovery run: the execution's page then says which run recovered it.
+    page.goto(f"{live_stack.base_url}/executions/{failed[0].pk}/")
+    expect(page.locator("#execution-status")).to_have_text("completed", timeout=LIVE_MS)
+    page.reload()
+    expect(page.locator("#recovered-by")).to_have_text("recovered by run 2")
+
+
+def test_a_bulk_approve_from_the_inbox_of_the_selected_rows(operator_page, live_stack):
+    chosen = [_one_payment("acme", f"chosen {n}") for n in range(2)]
+    left = _one_payment("initech", "left alone")
+    page = operator_page
+    page.goto(f"{live_stack.base_url}/approvals/")
+    expect(page.locator("#inbox-bulk-form")).to_contain_text("On all 3 in the inbox")
+    for suspended in chosen:
+        page.locator(f"tr[data-request='{suspended.requests['call-pay'].pk}'] input[type=checkbox]").check()
+    page.locator("#inbox-bulk-form select[name=action]").select_option("approve")
+    page.locator("#inbox-bulk-form").get_by_role("button", name="On the selected").click()
+    expect(page.locator("h1")).to_have_text("Approve 2 executions?")
+    expect(page.locator("#bulk-sample li")).to_have_count(2)
+    page.locator("#bulk-confirm").click()
+
+    progress = page.locator("#bulk-progress")
+    expect(progress).to_have_attribute("data-finished", "yes", timeout=LIVE_MS)
+    expect(progress.locator("[data-outcome-count=done] b")).to_have_text("2")
+    for suspended in chosen:
+        expect(page.locator(f"tr[data-item-execution='{suspended.execution.pk}'] [data-outcome]")).to_have_text("done")
+    assert {Decision.objects.get(request=s.requests["call-pay"]).verdict for s in chosen} == {"approved"}
+    assert not Decision.objects.filter(request=left.requests["call-pay"]).exists()

@@ -178,6 +178,10 @@ SURFACES: dict[str, Surface | None] = {
     "runs:cancel_execution": Surface(
         "post", lambda w: reverse("runs:cancel_execution", args=[w.running.pk]), _each(302, viewer=403)
     ),
+    # An operator recovers a failed execution (one that is not failed is left as it is, and the page says so).
+    "runs:recover_execution": Surface(
+        "post", lambda w: reverse("runs:recover_execution", args=[w.running.pk]), _each(302, viewer=403)
+    ),
     # Any member may download a redacted bundle (this execution still waits, so the export is refused: a redirect).
     "runs:export_bundle": Surface(
         "post", lambda w: reverse("runs:export_bundle", args=[w.suspended.execution.pk]), _each(302)

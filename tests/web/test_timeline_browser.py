@@ -25,31 +25,19 @@ from ag_ui.core import (
     TextMessageEndEvent,
     TextMessageStartEvent,
     TokenUsage,
-    ToolCallArgsEvent,
-    ToolCallEndEvent,
     ToolCallResultEvent,
-    ToolCallStartEvent,
 )
 from playwright.sync_api import expect
 
 from observers.agui import fragment_custom_event
 from tests.support import factories
-from tests.support.timeline_page import dom_positions, screenshot, wait_until_drawn
+from tests.support.timeline_page import dom_positions, screenshot, tool_call_events, wait_until_drawn
 
 
 def open_execution(page, base_url: str, execution, fragment: str = "", timeout: float = 15_000) -> None:
     page.goto(f"{base_url}/executions/{execution.pk}/{fragment}")
     wait_until_drawn(page, execution, timeout)
     page.wait_for_selector('#connection[data-state="live"]', timeout=timeout)
-
-
-def tool_call(call_id: str, name: str, args: str, *, subagent: str | None = None):
-    extra = {"subagent_run_id": subagent} if subagent else {}
-    return [
-        ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name, **extra),
-        ToolCallArgsEvent(tool_call_id=call_id, delta=args, **extra),
-        ToolCallEndEvent(tool_call_id=call_id, **extra),
-    ]
 
 
 def crashed_and_recovered_execution():
@@ -65,7 +53,7 @@ def crashed_and_recovered_execution():
             ReasoningMessageContentEvent(message_id="r1", delta="The user wants REC-7; "),
             ReasoningMessageContentEvent(message_id="r1", delta="look it up first."),
             ReasoningMessageEndEvent(message_id="r1"),
-            *tool_call("call-1", "lookup_record", '{"record_id": "REC-7"}'),
+            *tool_call_events("call-1", "lookup_record", '{"record_id": "REC-7"}'),
             ToolCallResultEvent(message_id="call-1:result", tool_call_id="call-1", content='{"id": "REC-7"}'),
             TextMessageStartEvent(message_id="t1", role="assistant"),
             TextMessageContentEvent(message_id="t1", delta="Record REC-7 is "),
@@ -123,7 +111,7 @@ def test_a_recovery_run_is_a_second_lane_beside_the_first(operator_page, live_st
     screenshot(operator_page, "side-by-side-lanes.png")
 
 
-def test_a_child_run_is_a_nested_lane_under_its_tool_call(operator_page, live_stack):
+def test_a_child_run_is_a_nested_lane_under_its_tool_call_events(operator_page, live_stack):
     execution = factories.make_execution(factories.make_thread("Delegation"), status="completed")
     run = factories.make_run(execution, status="completed")
     child = "run-child-researcher"
@@ -132,7 +120,7 @@ def test_a_child_run_is_a_nested_lane_under_its_tool_call(operator_page, live_st
         run,
         [
             RunStartedEvent(thread_id=thread_id, run_id=run.run_id),
-            *tool_call("call-d", "delegate_to_researcher", '{"task": "find REC-9"}'),
+            *tool_call_events("call-d", "delegate_to_researcher", '{"task": "find REC-9"}'),
             SubagentStartedEvent(subagent_run_id=child, name="researcher", parent_tool_call_id="call-d"),
             TextMessageStartEvent(message_id="c1", role="assistant", subagent_run_id=child),
             TextMessageContentEvent(message_id="c1", delta="Child found REC-9.", subagent_run_id=child),
@@ -162,7 +150,7 @@ def test_model_and_tool_text_is_shown_as_text_never_as_html(operator_page, live_
         run,
         [
             RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id),
-            *tool_call("call-x", "<b>tool</b>", '{"q": "<i>x</i>"}'),
+            *tool_call_events("call-x", "<b>tool</b>", '{"q": "<i>x</i>"}'),
             ToolCallResultEvent(message_id="call-x:result", tool_call_id="call-x", content=payload),
             TextMessageStartEvent(message_id="t", role="assistant"),
             TextMessageContentEvent(message_id="t", delta=payload),
@@ -186,7 +174,7 @@ def test_a_permalink_scrolls_to_its_event_and_highlights_it(operator_page, live_
     run = factories.make_run(execution, status="completed")
     events = [RunStartedEvent(thread_id=execution.thread.thread_id, run_id=run.run_id)]
     for n in range(60):
-        events += tool_call(f"call-{n}", "lookup_record", f'{{"record_id": "REC-{n}"}}')
+        events += tool_call_events(f"call-{n}", "lookup_record", f'{{"record_id": "REC-{n}"}}')
     factories.append_events(run, events)
     # Position 153 is the TOOL_CALL_ARGS of call-50: its item is that tool call's card.
     open_execution(operator_page, live_stack.base_url, execution, "#pos-153")
@@ -221,7 +209,7 @@ def large_execution(target_events: int = 20_000):
         events += [TextMessageContentEvent(message_id=t, delta=f"word{n} ") for n in range(10)]
         events.append(TextMessageEndEvent(message_id=t))
         events += [CustomEvent(name="a13n.harness.lifecycle", value={"step": step, "n": n}) for n in range(3)]
-        events += tool_call(c, "lookup_record", f'{{"record_id": "REC-{step}"}}')
+        events += tool_call_events(c, "lookup_record", f'{{"record_id": "REC-{step}"}}')
         events.append(ToolCallResultEvent(message_id=f"{c}:result", tool_call_id=c, content=f"record {step}"))
         step += 1
     events = events[: target_events - 1]
@@ -265,7 +253,7 @@ def test_interrupts_cancellations_and_other_events_have_their_own_cards(operator
         first,
         [
             RunStartedEvent(thread_id=thread_id, run_id=first.run_id),
-            *tool_call("call-9", "deploy_release", '{"version": "1.4.2"}'),
+            *tool_call_events("call-9", "deploy_release", '{"version": "1.4.2"}'),
             RunFinishedEvent(
                 thread_id=thread_id, run_id=first.run_id, outcome={"type": "interrupt", "interrupts": [interrupt]}
             ),

@@ -1,5 +1,6 @@
 """An execution's life, above `timeline`: starting, resuming and forking work, Host-managed children, answering
-deferred requests (approvals), cancelling, and moving executions between Hosts as run bundles."""
+deferred requests (approvals), cancelling, recovering failed executions, and moving executions between Hosts as
+run bundles."""
 
 from . import (
     approvals,
@@ -8,6 +9,7 @@ from . import (
     bundle_import,
     cancellation,
     executions,
+    failed_recovery,
     forks,
     group_decisions,
     starts,
@@ -23,6 +25,7 @@ from .approvals import (
     answer_role,
     answerable_requests,
     args_digest,
+    awaiting_approval,
     can_decide,
     expire_overdue_requests,
     open_requests,
@@ -34,6 +37,7 @@ from .approvals import (
 from .cancellation import cancel_execution
 from .children import MAX_CHILD_DEPTH
 from .executions import create_thread, current_policy_version
+from .failed_recovery import RecoveryRefused, recover_failed, start_recovery_run
 from .starts import MAX_KEY_LENGTH
 
 __all__ = (
@@ -45,11 +49,13 @@ __all__ = (
     "MAX_MESSAGE_CHARS",
     "MAX_VALUE_BYTES",
     "Answer",
+    "RecoveryRefused",
     "SubmissionRejected",
     "answer_role",
     "answerable_requests",
     "approvals",
     "args_digest",
+    "awaiting_approval",
     "bulk_operations",
     "bundle_export",
     "bundle_import",
@@ -60,11 +66,14 @@ __all__ = (
     "current_policy_version",
     "executions",
     "expire_overdue_requests",
+    "failed_recovery",
     "forks",
     "group_decisions",
     "open_requests",
     "pending_requests",
     "pending_set",
+    "recover_failed",
+    "start_recovery_run",
     "starts",
     "submit_decisions",
     "tool_parameters_schema",

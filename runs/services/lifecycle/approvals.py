@@ -164,6 +164,12 @@ def answerable_requests(user: User | AnonymousUser) -> QuerySet[DeferredRequest]
     return decided | answered
 
 
+def awaiting_approval(user: User | AnonymousUser) -> QuerySet[Execution]:
+    """The executions with an approval in the user's inbox: what a bulk decision "on all in the inbox" covers."""
+    requests = answerable_requests(user).filter(kind=DeferredKind.APPROVAL)
+    return Execution.objects.filter(pk__in=requests.values("execution_id"))
+
+
 def pending_requests(execution: Execution) -> list[DeferredRequest]:
     """The open set an operator answers: pending requests of the checkpoint the thread has selected now, but
     for Host-managed children's (the Host answers those)."""

@@ -1,9 +1,11 @@
-"""Bulk operations: approve, deny (with one reason) or cancel many executions, as an RQ job with live progress.
+"""Bulk operations: approve, deny (with one reason), cancel or recover many executions, as an RQ job with live
+progress.
 
 Starting one checks only its size (at most `HARNESS_BULK_MAX_ITEMS`) and records an item per execution; the job
 then acts on each item exactly as the single action would, with the rules of that action at that moment:
 approving or denying answers the execution's open set when it is one approval (`group_decisions`, so permission,
-stale checkpoint and set completeness are checked there), cancelling obeys `cancellation`. Each item is claimed by
+stale checkpoint and set completeness are checked there), cancelling obeys `cancellation`, recovering obeys
+`failed_recovery` (an execution no longer failed is skipped). Each item is claimed by
 one conditional UPDATE before it is acted on, so a job run twice (a retry, a second worker) acts on nothing
 twice; a decision's submission key names the operation (`bulk-<operation>-<request>`), and the item rows, with the
 operation's user and action, are its audit.
@@ -34,6 +36,7 @@ from runs.models import (
 from ..store import access, queueing
 from .approvals import can_decide, pending_requests
 from .cancellation import cancel_execution
+from .failed_recovery import RecoveryRefused, recover_failed
 from .group_decisions import Outcome, decide_each
 
 __all__ = ("BulkRefused", "progress", "run", "start")
@@ -89,6 +92,8 @@ def _act(operation: BulkOperation, user: User, execution: Execution) -> tuple[st
         return Outcome.REFUSED, "Not among the executions you may see."
     if operation.action == BulkAction.CANCEL:
         return _cancel(user, execution)
+    if operation.action == BulkAction.RECOVER:
+        return _recover(user, execution)
     if execution.status != ExecutionStatus.WAITING:
         return Outcome.SKIPPED, f"It is {execution.status}, not waiting."
     requests = pending_requests(execution)
@@ -113,6 +118,19 @@ def _cancel(user: User, execution: Execution) -> tuple[str, str]:
     if cancelled:
         return Outcome.DONE, "cancelled." if waiting else "cancellation requested."
     return Outcome.SKIPPED, "It ended before it could be cancelled."
+
+
+def _recover(user: User, execution: Execution) -> tuple[str, str]:
+    try:
+        run = recover_failed(execution, user=user)
+    except PermissionDenied as refused:
+        return Outcome.REFUSED, str(refused)
+    except RecoveryRefused as refused:
+        return Outcome.SKIPPED, str(refused)
+    if run is None:
+        execution.refresh_from_db(fields=["status"])
+        return Outcome.SKIPPED, f"It is {execution.status}, not failed."
+    return Outcome.DONE, f"recovery run {run.number} queued."
 
 
 def progress(operation: BulkOperation) -> dict[str, int]:

@@ -25,23 +25,19 @@ from django.utils import timezone
 from rq import Queue
 from rq.job import Job, JobStatus
 
-from runs.harness import DeferredToolResume, decode_resume
 from runs.models import (
-    Checkpoint,
-    CheckpointKind,
     Execution,
     ExecutionStatus,
     JournalEntry,
     Run,
-    RunReason,
     RunStatus,
     TimelineEvent,
 )
 
+from ..lifecycle import start_recovery_run
 from ..lifecycle.approvals import expire_request_set, overdue_sets
 from ..lifecycle.children import answer_parent
-from ..lifecycle.executions import new_run
-from ..store import checkpoints, queueing
+from ..store import queueing
 from ..store.host_events import HostEvent, announce, pass_swept
 from ..timeline.lane_closing import TERMINAL_EVENTS, WORKER_LOST, close_projection, lane_closed
 from ..timeline.publishing import publish_execution_status
@@ -140,21 +136,6 @@ def backoff(attempt: int) -> timedelta:
     return timedelta(seconds=min(base * 2 ** (attempt - 1), MAX_BACKOFF_SECONDS))
 
 
-def _recovery_point(execution: Execution, dead: Run) -> tuple[Checkpoint | None, DeferredToolResume | None]:
-    """The latest continuation checkpoint of the execution and the accepted input history may still lack."""
-    latest = (
-        Checkpoint.objects.filter(run__execution=execution, kind__in=(CheckpointKind.BOUNDARY, CheckpointKind.TERMINAL))
-        .order_by("-pk")
-        .first()
-    )
-    if latest is not None and latest.run_id == dead.pk:
-        return latest, checkpoints.pending_input(latest)
-    # The dead run stored no checkpoint of its own: it restarts from where it started, with its own input.
-    start = latest if latest is not None else dead.start_checkpoint
-    accepted = None if dead.deferred_resume is None else decode_resume(dead.deferred_resume, recovery=True)
-    return start, accepted
-
-
 def continue_execution(execution: Execution, *, now: datetime) -> str | None:
     """Start the recovery run of a recovering execution once its backoff passed, or fail it after the limit."""
     with transaction.atomic():
@@ -190,17 +171,7 @@ def continue_execution(execution: Execution, *, now: datetime) -> str | None:
         if not lane_closed(dead) and JournalEntry.objects.filter(run=dead, source_run_id=dead.run_id).exists():
             # Its lane is closed first, so the dead run's last positions never interleave with the successor's.
             return None
-        start, accepted = _recovery_point(execution, dead)
-        run = new_run(
-            execution,
-            reason=RunReason.RECOVERY,
-            previous=dead,
-            attempt=dead.attempt + 1,
-            start_checkpoint=start,
-            deferred_resume=accepted,
-        )
-        publish_execution_status(execution.pk)
-        announce(HostEvent.EXECUTION_RECOVERED, execution=execution.pk, run=run.pk)
+        run = start_recovery_run(execution, dead)
     log.info("execution %s: recovery run %s after run %s", execution.pk, run.pk, dead.pk)
     return "recovered"
 

@@ -29,6 +29,21 @@ GAP_MIN_MS = 1000
 # The time axis: a wait between runs longer than both of these (ms; times all runs together) is drawn shorter
 # (logarithmically beyond it) and marked as not to scale; ruler ticks stand at least this far apart (px).
 AXIS = {"compressMinMs": 5_000, "compressRatio": 0.5, "tickSpacingPx": 72}
+# The kinds of timeline items the page's filter offers: the `item-<kind>` class of each card, and its name.
+TIMELINE_KINDS = (
+    ("message", "message"),
+    ("reasoning", "reasoning"),
+    ("tool", "tool call"),
+    ("decision", "decision"),
+    ("interrupt", "wait"),
+    ("error", "failure"),
+    ("input", "input"),
+    ("subagent", "child run"),
+    ("marker", "run started"),
+    ("finished", "run finished"),
+    ("cancelled", "run cancelled"),
+    ("group", "harness events"),
+)
 # How a decision item names each verdict.
 VERDICT_LABELS = {
     "approved": "approved",

@@ -66,6 +66,7 @@ class Action(StrEnum):
     START = "start"
     FORK = "fork"
     CANCEL = "cancel"
+    RECOVER = "recover"
     ANSWER = "answer"
     DECIDE = "decide"
     ADMINISTER = "administer"
@@ -76,6 +77,8 @@ ACTION_ROLES: dict[Action, TeamRole] = {
     Action.START: TeamRole.OPERATOR,
     Action.FORK: TeamRole.OPERATOR,
     Action.CANCEL: TeamRole.OPERATOR,
+    # Starting a failed execution's recovery run: an operator's, like starting work.
+    Action.RECOVER: TeamRole.OPERATOR,
     # Questions and external results; approvals are `DECIDE`.
     Action.ANSWER: TeamRole.OPERATOR,
     Action.DECIDE: TeamRole.APPROVER,
