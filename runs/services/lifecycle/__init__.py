@@ -10,6 +10,7 @@ from . import (
     executions,
     forks,
     group_decisions,
+    holds,
     starts,
 )
 from .approvals import (
@@ -34,6 +35,7 @@ from .approvals import (
 from .cancellation import cancel_execution
 from .children import MAX_CHILD_DEPTH
 from .executions import create_thread, current_policy_version
+from .holds import HoldRefused, set_hold
 from .starts import MAX_KEY_LENGTH
 
 __all__ = (
@@ -45,6 +47,7 @@ __all__ = (
     "MAX_MESSAGE_CHARS",
     "MAX_VALUE_BYTES",
     "Answer",
+    "HoldRefused",
     "SubmissionRejected",
     "answer_role",
     "answerable_requests",
@@ -62,9 +65,11 @@ __all__ = (
     "expire_overdue_requests",
     "forks",
     "group_decisions",
+    "holds",
     "open_requests",
     "pending_requests",
     "pending_set",
+    "set_hold",
     "starts",
     "submit_decisions",
     "tool_parameters_schema",
