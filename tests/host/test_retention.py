@@ -385,9 +385,12 @@ def test_a_purged_execution_cannot_be_held_and_its_pages_and_the_list_render(cli
     assert "by retention (kept 30 days)" in page and "deploy_release" in page and "approved" in page
     listing = client.get(reverse("runs:executions"))
     assert listing.status_code == 200 and f'href="/executions/{execution.pk}/"' in listing.content.decode()
+    assert 'class="badge purged"' in listing.content.decode()
     assert client.get(reverse("runs:thread", args=[execution.thread.pk])).status_code == 200
     assert client.get(reverse("runs:run", args=[execution.runs.first().pk])).status_code == 200
     assert client.get(reverse("runs:execution_times", args=[execution.pk])).status_code == 200
+    exported = client.post(reverse("runs:export_bundle", args=[execution.pk]), {"mode": "redacted"}, follow=True)
+    assert "purged by retention: its journal and timeline are gone" in exported.content.decode()
 
     admin = factories.member(type(operator_user), "team-admin", execution.thread.team, TeamRole.ADMIN)
     client.force_login(admin)
