@@ -4,6 +4,7 @@ timeline and checkpoints purged are the ones real runs write."""
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 
 import pytest
@@ -29,7 +30,7 @@ from runs.models import (
     Verdict,
 )
 from runs.services.lifecycle import Answer, executions, pending_requests, set_hold, submit_decisions
-from runs.services.recovery import estimate, retention
+from runs.services.recovery import estimate, recovery, retention
 from runs.services.store import checkpoints, publish_policy_version
 from runs.services.worker import runner
 from tests.support import factories
@@ -299,6 +300,29 @@ def test_children_go_with_their_parent_never_before(operator_user):
     assert rows_of(child)[:2] == (0, 0)
 
 
+def test_the_sweeper_loop_runs_retention_passes_of_a_few_chunks_each(monkeypatch, settings):
+    execution = age(run_to_end("Please look up REC-42"))
+    keep_days(30)
+    settings.HARNESS_RETENTION_INTERVAL_SECONDS = 0.001
+    settings.HARNESS_RETENTION_CHUNK_SIZE = 2
+    settings.HARNESS_RETENTION_CHUNKS_PER_PASS = 1
+    sweeps = iter(range(3))
+
+    def sweep():
+        # An operator's Ctrl-C lands in the fourth pass.
+        if next(sweeps, None) is None:
+            raise KeyboardInterrupt
+        return recovery.SweepReport()
+
+    monkeypatch.setattr(recovery, "sweep", sweep)
+    out = io.StringIO()
+    call_command("harness_recover", loop=0.01, stdout=out)
+
+    # The first pass waits one interval; then one chunk of 2 rows a pass.
+    assert out.getvalue().count("retention: purged 0, timeline events 2") >= 2
+    assert ExecutionTombstone.objects.get(execution=execution).finished_at is None
+
+
 # --- The dry run ---------------------------------------------------------------------------------------------
 
 
@@ -373,6 +397,25 @@ def test_only_a_team_admin_may_hold_and_the_page_shows_the_hold(client, django_u
     client.post(reverse("runs:hold_execution", args=[execution.pk]), {"hold": "on"})
     execution.refresh_from_db()
     assert execution.held_by == admin
+
+
+def test_the_django_admin_puts_threads_and_executions_on_hold_and_releases_them(admin_client, admin_user):
+    execution = run_to_end("Please look up REC-42")
+    threads = reverse("admin:runs_thread_changelist")
+    hold = {"action": "put_on_hold", "_selected_action": [execution.thread.pk]}
+
+    assert admin_client.post(threads, hold).status_code == 302
+    execution.thread.refresh_from_db()
+    assert execution.thread.held_by == admin_user
+    admin_client.post(threads, {**hold, "action": "release_hold"})
+    execution.thread.refresh_from_db()
+    assert execution.thread.held_at is None
+    admin_client.post(
+        reverse("admin:runs_execution_changelist"), {"action": "put_on_hold", "_selected_action": [execution.pk]}
+    )
+    execution.refresh_from_db()
+    assert execution.held_by == admin_user
+    assert admin_client.get(reverse("admin:runs_execution_change", args=[execution.pk])).status_code == 200
 
 
 def test_a_purged_execution_cannot_be_held_and_its_pages_and_the_list_render(client, operator_user):
