@@ -10,12 +10,13 @@ from there before it marks anything new. Runs, decisions and the requests they a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
@@ -25,6 +26,9 @@ from ..reports import costs
 from .retention_scope import Due, due_families, purgeable_checkpoints, unheld
 
 __all__ = ("RetentionReport", "run_pass")
+
+# The least pause between two chunks on SQLite: longer than a waiting writer's longest sleep between two retries.
+SQLITE_PAUSE_SECONDS = 0.11
 
 
 @dataclass
@@ -58,10 +62,15 @@ class _Deleter:
         self.chunks += 1
 
     def _chunk(self, tombstone: ExecutionTombstone, model: type[Model], ids: list[int], counter: str) -> None:
+        started = time.monotonic()
         with transaction.atomic():
             _, deleted = model._default_manager.filter(pk__in=ids).delete()
             count = deleted.get(model._meta.label, 0)
             ExecutionTombstone.objects.filter(pk=tombstone.pk).update(**{counter: F(counter) + count})
+        if connection.vendor == "sqlite":
+            # SQLite has one writer, and a waiting one retries only now and then (its busy handler sleeps up to
+            # 100 ms): without a pause the next chunk takes the lock again first, and runs' writes starve.
+            time.sleep(max(time.monotonic() - started, SQLITE_PAUSE_SECONDS))
         setattr(self.report, counter, getattr(self.report, counter) + count)
         if self.after_chunk is not None:
             self.after_chunk()
