@@ -430,7 +430,8 @@ def test_a_purged_execution_cannot_be_held_and_its_pages_and_the_list_render(cli
     assert listing.status_code == 200 and f'href="/executions/{execution.pk}/"' in listing.content.decode()
     assert 'class="badge purged"' in listing.content.decode()
     assert client.get(reverse("runs:thread", args=[execution.thread.pk])).status_code == 200
-    assert client.get(reverse("runs:run", args=[execution.runs.first().pk])).status_code == 200
+    run_page = client.get(reverse("runs:run", args=[execution.runs.first().pk]))
+    assert run_page.status_code == 200 and "by retention (kept 30 days)" in run_page.content.decode()
     assert client.get(reverse("runs:execution_times", args=[execution.pk])).status_code == 200
     exported = client.post(reverse("runs:export_bundle", args=[execution.pk]), {"mode": "redacted"}, follow=True)
     assert "purged by retention: its journal and timeline are gone" in exported.content.decode()
