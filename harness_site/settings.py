@@ -257,6 +257,11 @@ HARNESS_HEALTH_SWEEPER_STALE_SECONDS = env.number("HARNESS_HEALTH_SWEEPER_STALE_
 HARNESS_HEALTH_QUEUE_LIMIT = env.integer("HARNESS_HEALTH_QUEUE_LIMIT", 1000)
 # How long after a run died the sweeper starts its recovery run; doubled with every further attempt, at most 60 s.
 HARNESS_RECOVERY_BACKOFF_SECONDS = env.number("HARNESS_RECOVERY_BACKOFF_SECONDS", 1.0)
+# Retention (runs/services/recovery/retention.py): rows deleted per transaction, how often the sweeper runs a pass,
+# and how many chunks one of its passes deletes before it goes back to recovery (the next pass goes on).
+HARNESS_RETENTION_CHUNK_SIZE = env.integer("HARNESS_RETENTION_CHUNK_SIZE", 500)
+HARNESS_RETENTION_INTERVAL_SECONDS = env.number("HARNESS_RETENTION_INTERVAL_SECONDS", 300.0)
+HARNESS_RETENTION_CHUNKS_PER_PASS = env.integer("HARNESS_RETENTION_CHUNKS_PER_PASS", 200)
 # The worker (runs/worker/): how many runs one process drives at once on its event loop, and how long a stopping
 # worker lets them go on before it gives up their leases to the sweeper (below supervisord's stopwaitsecs).
 HARNESS_RUNS_PER_WORKER = env.integer("HARNESS_RUNS_PER_WORKER", 50)

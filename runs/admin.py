@@ -31,20 +31,24 @@ from runs.forms import AgentProfileForm, StorableJSONField
 from runs.harness import ApprovalRule, parse_approval_rules
 from runs.models import (
     POLICY_VERSION_LIMITS,
+    RETENTION_DAYS_LIMITS,
     AgentProfile,
     BundleTransfer,
     Decision,
     DeferredRequest,
     Execution,
+    ExecutionTombstone,
     HostPolicy,
     HostPolicyVersion,
     Membership,
     ModelPrice,
     Team,
     TeamRole,
+    Thread,
     ToolRecovery,
 )
-from runs.services.lifecycle import bundle_import, current_policy_version
+from runs.services.lifecycle import HoldRefused, bundle_import, current_policy_version, set_hold
+from runs.services.recovery import estimate
 from runs.services.reports import dry_run, effective_approvals, rule_problems
 from runs.services.store import (
     POLICY_VERSION_FIELDS,
@@ -195,6 +199,19 @@ class HostPolicyForm(forms.ModelForm):
     model_max_retries = _bounded(
         "model_max_retries", "Retries of one failed model request (429, 5xx, dropped connection) before the run fails."
     )
+    retention_days = forms.IntegerField(
+        required=False,
+        min_value=RETENTION_DAYS_LIMITS[0],
+        max_value=RETENTION_DAYS_LIMITS[1],
+        label="Keep finished executions (days)",
+        error_messages={
+            "min_value": "Keep executions at least %(limit_value)s day: 0 or less would purge them the moment "
+            "they end. Leave it blank to keep them forever."
+        },
+        help_text="Completed, failed and cancelled executions older than this are purged by the sweeper: their "
+        "journal, timeline and checkpoints are deleted, a tombstone and the decisions stay. Held threads and "
+        f"executions are kept. Blank: keep forever ({RETENTION_DAYS_LIMITS[0]}–{RETENTION_DAYS_LIMITS[1]}).",
+    )
     redact_patterns = StorableJSONField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 90, "class": "mono"}),
@@ -315,7 +332,8 @@ def approvals_summary(rules: tuple[ApprovalRule, ...]) -> str:
 @admin.register(HostPolicy)
 class HostPolicyAdmin(TeamScopedAdmin):
     form = HostPolicyForm
-    list_display = ["name", "team", "governs", "current", "changed_by", "changed_at"]
+    list_display = ["name", "team", "governs", "current", "retention", "changed_by", "changed_at"]
+    change_list_template = "admin/runs/hostpolicy/change_list.html"
     inlines = [HostPolicyVersionInline]
     readonly_fields = ["governs"]
     fieldsets = [
@@ -324,6 +342,7 @@ class HostPolicyAdmin(TeamScopedAdmin):
         ("Recovery", {"fields": ["tool_recovery", "max_attempts", "lease_seconds"]}),
         ("Model requests", {"fields": ["model_max_retries"]}),
         ("Timeline", {"fields": ["redact_patterns"]}),
+        ("Retention", {"fields": ["retention_days"]}),
         ("This change", {"fields": ["comment"]}),
     ]
 
@@ -337,6 +356,26 @@ class HostPolicyAdmin(TeamScopedAdmin):
             return "—"
         names = AgentProfile.objects.filter(team_id=policy.team_id).order_by("name").values_list("name", flat=True)
         return ", ".join(names) or "no profile yet"
+
+    @admin.display(description="keeps finished executions")
+    def retention(self, policy: HostPolicy) -> str:
+        days = policy.current_version.retention_days if policy.current_version else None
+        return "forever" if days is None else f"{days} day{'s' if days != 1 else ''}"
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.retention_dry_run)
+        return [path("retention/", view, name="runs_hostpolicy_retention"), *super().get_urls()]
+
+    def retention_dry_run(self, request: HttpRequest) -> HttpResponse:
+        """What the next retention pass would delete in each team whose policy the user administers."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied("The retention dry run needs the admin role in a team.")
+        rows = [
+            (policy, estimate(team_ids=[policy.team_id]))
+            for policy in self.get_queryset(request).select_related("team", "current_version").order_by("name")
+        ]
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta, "rows": rows}
+        return render(request, "admin/runs/hostpolicy/retention.html", context)
 
     @admin.display(description="current version")
     def current(self, policy: HostPolicy) -> str:
@@ -516,6 +555,70 @@ class BundleTransferAdmin(RecordAdmin):
                 return redirect(reverse("runs:execution", args=[transfer.execution_id]))
         context = {**self.admin_site.each_context(request), "opts": self.model._meta, "form": form}
         return render(request, "admin/runs/bundletransfer/import.html", context, status=400 if form.errors else 200)
+
+
+class HoldAdmin(TeamScopedAdmin):
+    """Threads and executions as records, whose only change is a hold: retention keeps what is held."""
+
+    actions = ["put_on_hold", "release_hold"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [*self.fields] if self.fields else []
+
+    @admin.action(description="Put on hold (retention keeps them)", permissions=["change"])
+    def put_on_hold(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        held = refused = 0
+        for target in queryset:
+            try:
+                set_hold(target, held=True, user=request.user)
+                held += 1
+            except HoldRefused:
+                refused += 1
+        skipped = f"; {refused} already purged, not held." if refused else "."
+        self.message_user(request, f"{held} put on hold{skipped}")
+
+    @admin.action(description="Release the hold", permissions=["change"])
+    def release_hold(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        for target in queryset:
+            set_hold(target, held=False, user=request.user)
+        self.message_user(request, f"{len(queryset)} released.")
+
+
+@admin.register(Thread)
+class ThreadAdmin(HoldAdmin):
+    list_display = ["thread_id", "title", "team", "held_at", "held_by"]
+    list_filter = ["team"]
+    search_fields = ["thread_id", "title"]
+    fields = ["thread_id", "title", "team", "profile", "created_at", "held_at", "held_by"]
+
+
+@admin.register(Execution)
+class ExecutionAdmin(HoldAdmin):
+    list_display = ["__str__", "status", "finished_at", "held_at", "held_by", "purged"]
+    list_filter = ["status"]
+    fields = ["thread", "number", "status", "created_by", "created_at", "finished_at", "held_at", "held_by"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Execution]:
+        return super().get_queryset(request).select_related("thread", "held_by", "tombstone")
+
+    @admin.display(description="purged", boolean=True)
+    def purged(self, execution: Execution) -> bool:
+        return hasattr(execution, "tombstone")
+
+
+@admin.register(ExecutionTombstone)
+class ExecutionTombstoneAdmin(RecordAdmin):
+    """What stays of each execution retention purged."""
+
+    list_display = ["execution", "purged_at", "retention_days", "outcome", "cost", "finished_at"]
+    list_filter = ["outcome"]
+    readonly_fields = [field.name for field in ExecutionTombstone._meta.fields]
 
 
 class AccessAttemptAdmin(axes_admin.AccessAttemptAdmin):  # type: ignore[misc]  # axes ships no types: Any

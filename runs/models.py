@@ -129,6 +129,9 @@ POLICY_VERSION_LIMITS: dict[str, tuple[int, int]] = {
     # More retries of one model request only delay a failure an operator should see.
     "model_max_retries": (0, 10),
 }
+# Days a finished execution is kept before retention purges it; None (blank) keeps it forever. 0 would purge an
+# execution the moment it ends, which nobody means, so it is refused like any other number out of range.
+RETENTION_DAYS_LIMITS = (1, 36500)
 
 
 class HostPolicyVersion(models.Model):
@@ -147,6 +150,12 @@ class HostPolicyVersion(models.Model):
         help_text="Retries of one failed model request (rate limit, server error, dropped connection) before "
         "the run fails; pydantic-ai's max_retries model setting.",
     )
+    retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Days a completed, failed or cancelled execution is kept before retention purges its journal, "
+        "timeline and checkpoints; blank keeps them forever.",
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     comment = models.TextField(blank=True)
@@ -159,6 +168,11 @@ class HostPolicyVersion(models.Model):
                     condition=Q(**{f"{name}__gte": low, f"{name}__lte": high}), name=f"policy_version_{name}_range"
                 )
                 for name, (low, high) in POLICY_VERSION_LIMITS.items()
+            ),
+            models.CheckConstraint(
+                condition=Q(retention_days__isnull=True)
+                | Q(retention_days__gte=RETENTION_DAYS_LIMITS[0], retention_days__lte=RETENTION_DAYS_LIMITS[1]),
+                name="policy_version_retention_days_range",
             ),
         ]
         ordering = ["policy", "number"]
@@ -187,6 +201,11 @@ class Thread(models.Model):
     imported_by = models.ForeignKey(
         "BundleTransfer", null=True, blank=True, on_delete=models.PROTECT, related_name="threads"
     )
+    # On hold: retention keeps it (and, for a thread, all its executions) whatever the policy says.
+    held_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    held_at = models.DateTimeField(null=True, blank=True, help_text="Put on hold: retention skips it.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -280,6 +299,11 @@ class Execution(models.Model):
         blank=True,
         help_text="A replay's first divergence: step, kind, expected and asked; null when equal.",
     )
+    # On hold: retention keeps it (and, for a thread, all its executions) whatever the policy says.
+    held_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    held_at = models.DateTimeField(null=True, blank=True, help_text="Put on hold: retention skips it.")
 
     class Meta:
         constraints = [
@@ -296,6 +320,8 @@ class Execution(models.Model):
             models.Index(fields=["status", "created_at", "id"], name="execution_status_newest"),
             models.Index(fields=["failure_code", "created_at", "id"], name="execution_failure_newest"),
             models.Index(fields=["created_by", "created_at", "id"], name="execution_starter_newest"),
+            # Retention: the finished executions that ended before a cutoff.
+            models.Index(fields=["status", "finished_at"], name="execution_retention"),
         ]
         ordering = ["thread", "number"]
 
@@ -305,6 +331,42 @@ class Execution(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in ACTIVE_EXECUTION_STATUSES
+
+
+FINISHED_EXECUTION_STATUSES = (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED)
+
+
+class ExecutionTombstone(models.Model):
+    """What stays of an execution retention purged: when, under which rule, what it used and cost, what went.
+
+    Written in its own transaction before anything is deleted, so pages show a purged execution from then on,
+    never a half-deleted timeline; `finished_at` is set once its journal, timeline and checkpoints are gone (a
+    pass interrupted before that continues on the next one). The execution row itself (who started it, when,
+    its outcome), its runs and the audit of decisions stay.
+    """
+
+    execution = models.OneToOneField(Execution, on_delete=models.CASCADE, related_name="tombstone")
+    purged_at = models.DateTimeField()
+    retention_days = models.PositiveIntegerField(help_text="The policy's rule that purged it.")
+    outcome = models.CharField(max_length=16, choices=ExecutionStatus.choices)
+    requests = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    cache_write_tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(
+        max_digits=16, decimal_places=6, null=True, blank=True, help_text="Empty: some run's price was unknown."
+    )
+    journal_entries = models.PositiveIntegerField(default=0, help_text="Deleted so far.")
+    timeline_events = models.PositiveIntegerField(default=0, help_text="Deleted so far.")
+    checkpoints = models.PositiveIntegerField(default=0, help_text="Deleted so far.")
+    finished_at = models.DateTimeField(null=True, blank=True, help_text="Empty while its rows are being deleted.")
+
+    class Meta:
+        ordering = ["-purged_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.execution} purged {self.purged_at:%Y-%m-%d}"
 
 
 class RunReason(models.TextChoices):

@@ -1,7 +1,7 @@
 from django.urls import path
 from django.views.generic import RedirectView
 
-from runs import approval_urls, bulk_views, views
+from runs import approval_urls, bulk_views, hold_views, views
 
 app_name = "runs"
 
@@ -10,6 +10,7 @@ urlpatterns = [
     path("threads/", RedirectView.as_view(pattern_name="runs:threads"), name="threads_alias"),
     path("threads/new/", views.create_thread, name="create_thread"),
     path("threads/<pk:pk>/", views.thread_detail, name="thread"),
+    path("threads/<pk:pk>/hold/", hold_views.hold_thread, name="hold_thread"),
     path("threads/<pk:pk>/executions/", views.start_execution, name="start_execution"),
     path("checkpoints/<pk:pk>/fork/", views.fork_checkpoint, name="fork_checkpoint"),
     path("executions/", views.execution_list, name="executions"),
@@ -19,6 +20,7 @@ urlpatterns = [
     path("executions/views/<pk:pk>/delete/", views.delete_view, name="delete_view"),
     path("executions/<pk:pk>/", views.execution_detail, name="execution"),
     path("executions/<pk:pk>/times/", views.execution_times, name="execution_times"),
+    path("executions/<pk:pk>/hold/", hold_views.hold_execution, name="hold_execution"),
     path("executions/<pk:pk>/cancel/", views.cancel_execution, name="cancel_execution"),
     path("executions/<pk:pk>/recover/", views.recover_execution, name="recover_execution"),
     path("executions/<pk:pk>/bundle/", views.export_bundle, name="export_bundle"),

@@ -41,8 +41,10 @@ from runs.models import (
     BulkAction,
     BundleMode,
     Checkpoint,
+    Decision,
     Execution,
     ExecutionStatus,
+    ExecutionTombstone,
     Run,
     Thread,
     TimelineEvent,
@@ -239,6 +241,7 @@ def _thread_page(
             "origin": provenance.fork_origin(thread),
             "forks": read_side.forks_of(thread),
             "limits": LIMITS,
+            "may_hold": access.can(request.user, Action.ADMINISTER, thread),
             # An imported copy is read, never continued.
             "may_start": thread.imported_by_id is None and access.can(request.user, Action.START, thread),
             # A thread runs one execution at a time: while one is active, a new one is refused, and the form says so.
@@ -348,6 +351,10 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
         request.user,
         pk=pk,
     )
+    may_hold = access.can(request.user, Action.ADMINISTER, execution)
+    tombstone = ExecutionTombstone.objects.filter(execution=execution).first()
+    if tombstone is not None:
+        return _purged_page(request, execution, tombstone, may_hold=may_hold)
     lanes = read_side.lanes_of(execution)
     runs = [lane.run for lane in lanes]
     recovery = failures.recovered_by(execution, runs)
@@ -362,6 +369,8 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
         {
             "execution": execution,
             "thread": execution.thread,
+            "may_hold": may_hold,
+            "held_thread": execution.thread if execution.thread.held_at else None,
             "lanes": lanes,
             "lane_heads": [(lane, active.get(lane.run.pk, "")) for lane in lanes],
             "totals": durations.totals(times, runs, now),
@@ -392,6 +401,28 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             .select_related("execution__thread")
             .order_by("-created_at", "-id")
             .first(),
+        },
+    )
+
+
+def _purged_page(
+    request: HttpRequest, execution: Execution, tombstone: ExecutionTombstone, *, may_hold: bool
+) -> HttpResponse:
+    """What stays of an execution retention purged (or is purging): its facts, usage, cost and decisions."""
+    return render(
+        request,
+        "runs/execution_purged.html",
+        {
+            "execution": execution,
+            "thread": execution.thread,
+            "tombstone": tombstone,
+            "may_hold": may_hold,
+            "children": Execution.objects.filter(parent_request__execution=execution)
+            .select_related("thread")
+            .order_by("pk"),
+            "decisions": Decision.objects.filter(request__execution=execution)
+            .select_related("request", "decided_by")
+            .order_by("decided_at", "pk"),
         },
     )
 

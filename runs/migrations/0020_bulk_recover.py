@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0018_replays"),
+        ("runs", "0019_retention"),
     ]
 
     operations = [

@@ -60,6 +60,9 @@ FEATURE_TESTS = [
     "tests/host/test_run_comparison.py",
     # Recovering a failed execution locks its thread's row, then its own (of=self), as starting one does.
     "tests/host/test_failed_recovery.py",
+    # Retention deletes in chunks by id lists, locks executions `of=("self",)` and sums Length() of JSON cast to text.
+    "tests/host/test_retention.py",
+    "tests/host/test_retention_kill.py",
 ]
 # Team scoping is subqueries on memberships on every read; the per-team thread id is a composite unique key. The
 # matrix is every role on every surface: a run of its own.

@@ -182,6 +182,19 @@ SURFACES: dict[str, Surface | None] = {
     "runs:recover_execution": Surface(
         "post", lambda w: reverse("runs:recover_execution", args=[w.running.pk]), _each(302, viewer=403)
     ),
+    # Holds are a team admin's (retention keeps what is held).
+    "runs:hold_thread": Surface(
+        "post",
+        lambda w: reverse("runs:hold_thread", args=[w.running.thread_id]),
+        _each(302, viewer=403, operator=403, approver=403),
+        lambda w: {"hold": "on"},
+    ),
+    "runs:hold_execution": Surface(
+        "post",
+        lambda w: reverse("runs:hold_execution", args=[w.running.pk]),
+        _each(302, viewer=403, operator=403, approver=403),
+        lambda w: {"hold": "on"},
+    ),
     # Any member may download a redacted bundle (this execution still waits, so the export is refused: a redirect).
     "runs:export_bundle": Surface(
         "post", lambda w: reverse("runs:export_bundle", args=[w.suspended.execution.pk]), _each(302)

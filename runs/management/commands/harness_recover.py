@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from redis.exceptions import RedisError
 
-from runs.services.recovery import recovery, sweeper_passes
+from runs.services.recovery import recovery, retention, sweeper_passes
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,13 @@ class Command(BaseCommand):
                 self.stdout.write(f"sweep: {recovery.sweep()}")
                 return
             self.stdout.write(f"sweeping every {loop:g}s")
+            # The first retention pass waits one interval: a restarted sweeper recovers runs first.
+            retention_due = time.monotonic() + settings.HARNESS_RETENTION_INTERVAL_SECONDS
             while True:
                 self._pass()
+                if time.monotonic() >= retention_due:
+                    self._retention_pass()
+                    retention_due = time.monotonic() + settings.HARNESS_RETENTION_INTERVAL_SECONDS
                 time.sleep(loop)
         except KeyboardInterrupt:
             self.stdout.write("sweeper stopped")
@@ -83,3 +89,14 @@ class Command(BaseCommand):
             sweeper_passes.record_pass()
         except RedisError as error:
             log.warning("could not note the sweep pass for /health/: %s", error)
+
+    def _retention_pass(self) -> None:
+        # At most a few chunks a pass, so recovery is never late by more than that; the next pass goes on.
+        try:
+            report = retention.run_pass(max_chunks=settings.HARNESS_RETENTION_CHUNKS_PER_PASS)
+        except Exception as error:
+            log.exception("retention pass failed")
+            self.stderr.write(f"retention pass failed, retrying in the next one: {type(error).__name__}: {error}")
+            return
+        if any(vars(report).values()):
+            self.stdout.write(f"retention: {report}")

@@ -12,6 +12,7 @@ from . import (
     failed_recovery,
     forks,
     group_decisions,
+    holds,
     starts,
 )
 from .approvals import (
@@ -38,6 +39,7 @@ from .cancellation import cancel_execution
 from .children import MAX_CHILD_DEPTH
 from .executions import create_thread, current_policy_version
 from .failed_recovery import RecoveryRefused, recover_failed, start_recovery_run
+from .holds import HoldRefused, set_hold
 from .starts import MAX_KEY_LENGTH
 
 __all__ = (
@@ -49,6 +51,7 @@ __all__ = (
     "MAX_MESSAGE_CHARS",
     "MAX_VALUE_BYTES",
     "Answer",
+    "HoldRefused",
     "RecoveryRefused",
     "SubmissionRejected",
     "answer_role",
@@ -69,10 +72,12 @@ __all__ = (
     "failed_recovery",
     "forks",
     "group_decisions",
+    "holds",
     "open_requests",
     "pending_requests",
     "pending_set",
     "recover_failed",
+    "set_hold",
     "start_recovery_run",
     "starts",
     "submit_decisions",

@@ -330,6 +330,8 @@ def export_bundle(
     executions = Execution.objects.filter(thread__in=[thread.pk for thread in threads])
     if executions.filter(status__in=ACTIVE_EXECUTION_STATUSES).exists():
         raise ExportRefused("an execution of this tree is still under way or waiting; export it once it has ended")
+    if executions.filter(tombstone__isnull=False).exists():
+        raise ExportRefused("an execution of this tree was purged by retention: its journal and timeline are gone")
     exported_at = timezone.now()
     manifest_sha256 = write_bundle(
         target,

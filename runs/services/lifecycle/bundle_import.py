@@ -146,7 +146,8 @@ def _policy_versions(contents: BundleContents, team: Team, ids: _Ids, host: str)
                 {
                     "policy": policy.pk,
                     "number": number,
-                    **{name: row[name] for name in POLICY_VERSION_FIELDS},
+                    # A bundle of a Host without a newer field (retention_days) takes its default.
+                    **{name: row[name] for name in POLICY_VERSION_FIELDS if name in row},
                     "created_at": _when(row["created_at"]),
                     "comment": f"Imported from {host}: version {row['number']} of its policy "
                     f"{row['policy__name']}. {row['comment']}".strip(),

@@ -155,7 +155,7 @@ def execution_page(
     """The `size` newest matches older than `after`, or the `size` oldest newer than `before` (shown newest first)."""
     matching = (
         filters.matching()
-        .select_related("thread__profile", "created_by")
+        .select_related("thread__profile", "created_by", "tombstone")
         # The list shows the masked input; the stored one is not read.
         .defer("input")
     )

@@ -28,6 +28,7 @@ from runs.models import (
     DeferredRequest,
     DroppedCancelRequest,
     Execution,
+    ExecutionTombstone,
     HostPolicy,
     HostPolicyVersion,
     Membership,
@@ -99,6 +100,7 @@ _TEAM_PATHS: dict[type[Model], str] = {
     DeferredRequest: "execution__thread__team",
     Decision: "request__execution__thread__team",
     DroppedCancelRequest: "execution__thread__team",
+    ExecutionTombstone: "execution__thread__team",
 }
 
 

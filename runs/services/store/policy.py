@@ -16,7 +16,7 @@ from typing import Any
 from django.db import transaction
 
 from runs.harness import ApprovalPolicy, ApprovalRulesCapability, parse_approval_rules
-from runs.models import POLICY_VERSION_LIMITS, HostPolicy, HostPolicyVersion
+from runs.models import POLICY_VERSION_LIMITS, RETENTION_DAYS_LIMITS, HostPolicy, HostPolicyVersion
 
 TOOL_OWN_REASON = "The tool itself asks for approval."
 
@@ -26,6 +26,12 @@ def check_limits(values: Mapping[str, Any]) -> None:
     for name, (low, high) in POLICY_VERSION_LIMITS.items():
         if name in values and not (isinstance(values[name], int) and low <= values[name] <= high):
             raise ValueError(f"{name} must be a whole number from {low} to {high}, not {values[name]!r}.")
+    days = values.get("retention_days")
+    low, high = RETENTION_DAYS_LIMITS
+    if days is not None and not (isinstance(days, int) and low <= days <= high):
+        raise ValueError(
+            f"retention_days must be blank (keep forever) or a whole number from {low} to {high}, not {days!r}."
+        )
 
 
 def parse_redact_patterns(value: Any) -> tuple[re.Pattern[str], ...]:
@@ -69,6 +75,7 @@ POLICY_VERSION_FIELDS: Sequence[str] = (
     "approval_timeout_seconds",
     "redact_patterns",
     "model_max_retries",
+    "retention_days",
 )
 
 

@@ -32,6 +32,12 @@ TEAM_ADMIN_PERMISSIONS = frozenset(
         "runs.view_hostpolicyversion",
         "runs.view_decision",
         "runs.view_deferredrequest",
+        # Holds: the thread and execution lists in the admin offer only "put on hold" and "release".
+        "runs.view_thread",
+        "runs.change_thread",
+        "runs.view_execution",
+        "runs.change_execution",
+        "runs.view_executiontombstone",
     }
 )
 
