@@ -3,7 +3,9 @@ property tests run a fifth of their examples (tests/support/template_db.py, test
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
 from contextlib import closing
 from pathlib import Path
 
@@ -70,3 +72,21 @@ def test_the_fast_profile_runs_a_fifth_of_each_property_tests_examples():
 
     assert full == [500, 30, 10]
     assert fast == [100, 6, 5]
+
+
+@pytest.mark.services
+def test_the_fast_lane_keeps_compiled_modules_in_the_var_directory_even_where_bytecode_is_off(tmp_path):
+    checkout = Path(__file__).resolve().parents[1]
+    environment = {**os.environ, "HARNESS_VAR_DIR": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+
+    subprocess.run(
+        [checkout / "bin" / "test", "--fast", "--collect-only", "-q", "tests/test_fast_lane.py"],
+        cwd=checkout,
+        env=environment,
+        check=True,
+        capture_output=True,
+    )
+
+    cached = {path.name for path in (tmp_path / "pycache").rglob("*.pyc")}
+    assert any(name.startswith("test_fast_lane.") for name in cached), "pytest's rewritten test module"
+    assert any(name.startswith("template_db.") for name in cached), "an imported support module"
