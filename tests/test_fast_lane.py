@@ -39,6 +39,18 @@ def test_a_copy_of_the_template_has_every_migration_applied_and_no_stale_journal
     assert copy.stat().st_mode & 0o077 == 0
 
 
+def test_a_new_template_replaces_those_of_older_migrations(tmp_path):
+    database, older = tmp_path / "test.sqlite3", tmp_path / "template_0000.sqlite3"
+    with closing(sqlite3.connect(database)) as writing:
+        writing.execute("CREATE TABLE django_migrations (app, name)")
+    older.write_bytes(b"the template of older migrations")
+
+    template_db.keep(database, tmp_path / "template_1111.sqlite3")
+
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["template_1111.sqlite3", "test.sqlite3"]
+    assert applied_migrations(tmp_path / "template_1111.sqlite3") == set()
+
+
 def test_without_a_template_the_database_is_removed_so_the_setup_migrates_from_nothing(tmp_path):
     stale = tmp_path / "test.sqlite3"
     stale.write_bytes(b"a database of an older schema")

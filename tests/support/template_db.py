@@ -20,20 +20,22 @@ from django.apps import apps
 
 from harness_site.private_files import PRIVATE
 
+TEMPLATES = "template_*.sqlite3"
+
 
 def migrations_digest(folders: Iterable[Path]) -> str:
     """A digest of the names and contents of the migration files in `folders`, and the Django version."""
     digest = hashlib.sha256(django.__version__.encode())
     for folder in folders:
         for migration in sorted(folder.glob("*.py")):
-            digest.update(f"{folder}/{migration.name}\0".encode())
+            digest.update(f"{folder.parent.name}/{migration.name}\0".encode())
             digest.update(migration.read_bytes())
     return digest.hexdigest()[:16]
 
 
 def template_for(test_database: Path) -> Path:
     folders = [Path(app.path) / "migrations" for app in apps.get_app_configs()]
-    return test_database.with_name(f"template_{migrations_digest(folders)}.sqlite3")
+    return test_database.with_name(TEMPLATES.replace("*", migrations_digest(folders)))
 
 
 def place(template: Path, test_database: Path) -> None:
@@ -46,12 +48,15 @@ def place(template: Path, test_database: Path) -> None:
 
 
 def keep(test_database: Path, template: Path) -> None:
-    """Save the just-migrated `test_database` as `template`; a worker migrating at the same time may save it too
-    (the rename is atomic, and both copies are the same)."""
+    """Save the just-migrated `test_database` as `template`, in place of the templates of older migrations; a worker
+    migrating at the same time may save it too (the rename is atomic, and both copies are the same)."""
     if not template.exists():
         partial = template.with_name(f".{template.name}.{os.getpid()}")
         copy(test_database, partial)
         partial.replace(template)
+        for older in template.parent.glob(TEMPLATES):
+            if older != template:
+                older.unlink(missing_ok=True)
 
 
 def copy(source: Path, target: Path) -> None:
