@@ -13,14 +13,18 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from django.db.models.signals import post_save
+from hypothesis import settings as hypothesis_settings
 from hypothesis.configuration import set_hypothesis_home_dir
 
 from harness_site.settings import HARNESS_VAR_DIR, channel_layer_config
+from tests.support import template_db
 from tests.support.agui_js.client import AguiClient
 from tests.support.processes import PROCESS_FIXTURES, ProcessGuard
+from tests.support.property_examples import FAST_PROFILE
 from tests.support.services import CHROMIUM, CHROMIUM_ARGS, DaphneServer, RedisServer, RQWorker, service_env
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -48,6 +52,7 @@ def pytest_configure(config):
         expression = config.option.markexpr
         skipped = "not services and not migrations"
         config.option.markexpr = f"({expression}) and {skipped}" if expression else skipped
+        hypothesis_settings.load_profile(FAST_PROFILE)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks added here
@@ -95,6 +100,39 @@ def cheap_password_hashes(request) -> Iterator[None]:
 
     with override_settings(PASSWORD_HASHERS=[MD5_HASHER, *settings.PASSWORD_HASHERS]):
         yield
+
+
+def copies_a_template(config: pytest.Config) -> bool:
+    """The fast lane on SQLite copies a migrated template database (tests/support/template_db.py)."""
+    from django.db import connections
+
+    return config.getoption("fast") and connections["default"].vendor == "sqlite"
+
+
+def worker_database() -> Path:
+    """This process's test database file (an xdist worker's has a suffix)."""
+    from django.conf import settings
+
+    return Path(settings.DATABASES["default"]["TEST"]["NAME"])
+
+
+@pytest.fixture(scope="session")
+def django_db_keepdb(request, django_db_keepdb) -> bool:
+    """Keep the copy of the template: migrating it from nothing again is what the copy saves."""
+    return django_db_keepdb or copies_a_template(request.config)
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(request, django_db_modify_db_settings) -> None:
+    # After pytest-django's own, which gives each xdist worker its own database name.
+    if copies_a_template(request.config):
+        template_db.place(template_db.template_for(worker_database()), worker_database())
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(request, django_db_setup) -> None:
+    if copies_a_template(request.config):
+        template_db.keep(worker_database(), template_db.template_for(worker_database()))
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,7 @@ starts a process is marked `services`."""
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 from pathlib import Path
 
@@ -22,8 +23,10 @@ def is_test_or_conftest(path: Path) -> bool:
     return path.name.startswith("test_") or path.name == "conftest.py"
 
 
-def imported_modules(path: Path) -> set[str]:
-    """Every module `path` imports, relative imports resolved against its package."""
+@functools.cache
+def imported_modules(path: Path) -> frozenset[str]:
+    """Every module `path` imports, relative imports resolved against its package (found once: walking every
+    test module's tree is most of these checks' cost)."""
     package = path.relative_to(TESTS.parent).with_suffix("").parts[:-1]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -35,7 +38,7 @@ def imported_modules(path: Path) -> set[str]:
             found.add(module)
             # `from tests.web import test_pages` imports a module too.
             found |= {f"{module}.{alias.name}" for alias in node.names}
-    return found
+    return frozenset(found)
 
 
 def test_support_code_is_in_tests_support():

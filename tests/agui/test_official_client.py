@@ -19,6 +19,7 @@ from runs.harness import DeferredToolResume, HarnessRunResultEvent, HarnessStrea
 from runs.harness.demo import build_demo_agent
 from tests.support.generated_runs import Stream, generated_runs
 from tests.support.observer_runs import PROPERTY_SETTINGS
+from tests.support.property_examples import examples
 
 PROMPTS = [
     "hello there",
@@ -127,7 +128,7 @@ def test_the_client_rejects_a_child_that_reuses_its_parents_tool_call_id(agui_cl
     assert errors and "does not match the tool call 'call-1-0'" in errors[0]
 
 
-@settings(PROPERTY_SETTINGS, max_examples=max(8, PROPERTY_SETTINGS.max_examples // 2))
+@settings(PROPERTY_SETTINGS, max_examples=max(examples(8), PROPERTY_SETTINGS.max_examples // 2))
 @given(data=st.data())
 def test_generated_runs_pass_the_official_client(agui_client, data: st.DataObject) -> None:
     streams: dict[str, list[BaseEvent]] = {}

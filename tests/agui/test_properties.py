@@ -16,6 +16,7 @@ from tests.support.agui_rules import assert_agui_stream
 from tests.support.factories import history
 from tests.support.generated_runs import Stream, generated_runs
 from tests.support.observer_runs import OBSERVERS, PROPERTY_SETTINGS, live_outputs
+from tests.support.property_examples import examples
 
 
 class Armed:
@@ -38,7 +39,7 @@ def assert_fresh(observer: HarnessAguiObserver, observer_type: type[HarnessAguiO
 
 @pytest.mark.parametrize("kind", OBSERVERS)
 # Each example replays every split point (quadratic in the run length), so fewer examples cover as much.
-@settings(PROPERTY_SETTINGS, max_examples=max(10, PROPERTY_SETTINGS.max_examples * 3 // 5))
+@settings(PROPERTY_SETTINGS, max_examples=max(examples(10), PROPERTY_SETTINGS.max_examples * 3 // 5))
 @given(data=st.data())
 def test_every_split_point_replays_to_the_live_projection(kind: str, data: st.DataObject) -> None:
     observer_type, depth = OBSERVERS[kind]

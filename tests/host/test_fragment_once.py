@@ -28,6 +28,7 @@ from runs.services.store import parse_redact_patterns
 from runs.services.timeline import Produced, Redactor, RunProjection, TimelineRedactor, dump_event
 from tests.support import factories
 from tests.support.generated_runs import generated_runs
+from tests.support.property_examples import examples
 
 # Keys the harness does not mask in extension payloads itself (it masks `password`, `token` and the like).
 PATTERNS = ["pass(word|phrase)?", "^pin$", "^args$", "content"]
@@ -109,7 +110,9 @@ def runs_with_big_events(draw: st.DrawFn) -> list[Any]:
     return with_big_events(items, before, payloads)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(items=runs_with_big_events(), redactor=st.sampled_from([SECRETS, NOTHING]))
 def test_generated_runs_with_large_custom_events_are_stored_as_before(items: list[Any], redactor: Redactor) -> None:
     assert stored_now(items, redactor) == stored_before(items, redactor)

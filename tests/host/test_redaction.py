@@ -44,6 +44,7 @@ from runs.services.timeline import (
 from runs.services.timeline.redaction import MAX_KEY_CHARS
 from tests.support import factories
 from tests.support.factories import suspended_execution
+from tests.support.property_examples import examples
 
 SECRETS = Redactor(parse_redact_patterns(["pass(word)?", "token", "^api[_-]?key$"]))
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -182,7 +183,7 @@ def test_a_policy_pattern_is_never_searched_over_a_key_longer_than_any_name():
     assert Redactor(()).value({at_most + "x": 2}) == {at_most + "x": 2}
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     text=st.lists(st.sampled_from([*PIECES, "pass", "token", "api_key", "k"]), max_size=40).map("".join),
     cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=4),

@@ -17,6 +17,7 @@ from pydantic_ai import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPart, 
 
 from observers.agui import HarnessAguiObserver, HarnessAguiStreamObserver
 from tests.support.factories import SourceRun
+from tests.support.property_examples import examples
 
 # Generated runs are large by design (whole streams with children); slow generation is expected, not a bug.
 _LARGE_RUNS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -29,7 +30,8 @@ OBSERVERS: dict[str, tuple[type[HarnessAguiObserver], int]] = {
     "stream": (HarnessAguiStreamObserver, 2),
 }
 
-PROPERTY_SETTINGS = settings.get_profile(os.environ.get("AGUI_HYPOTHESIS_PROFILE", "agui"))
+_PROFILE = settings.get_profile(os.environ.get("AGUI_HYPOTHESIS_PROFILE", "agui"))
+PROPERTY_SETTINGS = settings(_PROFILE, max_examples=examples(_PROFILE.max_examples))
 
 
 def live_outputs(
