@@ -16,6 +16,14 @@ from tests.support import factories
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def one_minute(monkeypatch) -> None:
+    """The window stays the same minute for the whole test: a test that crossed into the next minute would find it
+    empty and see a start allowed."""
+    held = start_limits.clock()
+    monkeypatch.setattr(start_limits, "clock", lambda: held)
+
+
 def _new_thread(client, profile, key: str):
     return client.post(
         reverse("runs:create_thread"),
@@ -97,6 +105,7 @@ def test_agui_answers_a_start_past_a_limit_with_429_and_starts_nothing(client, s
 def test_the_window_is_fixed_to_the_minute_and_zero_is_no_limit(settings, monkeypatch):
     settings.HARNESS_STARTS_PER_MINUTE = 1
     now = [1_000_040.0]
+    monkeypatch.setattr(start_limits, "clock", lambda: now[0])
     # The cache reads the same clock: its keys expire by it.
     monkeypatch.setattr(start_limits.time, "time", lambda: now[0])
     start_limits.count_start(7)
