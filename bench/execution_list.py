@@ -17,6 +17,7 @@ every execution has exactly one resume run, queued with a live job, and every re
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import statistics
 from collections import Counter
@@ -277,8 +278,8 @@ def _list_cases(report: Report, context: BenchContext, viewer: Any, size: str, s
         rows = _row_query(viewer, query)
         matches = rows.count()
         subject, baseline = measure_pair(
-            lambda p=path: _timed_page(client, p),
-            lambda r=rows, m=matches: _offset_page(r, m // 2, EXECUTION_LIST_PAGE),
+            functools.partial(_timed_page, client, path),
+            functools.partial(_offset_page, rows, matches // 2, EXECUTION_LIST_PAGE),
             report.repeats,
             warmup=2,
         )
