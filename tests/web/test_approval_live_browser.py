@@ -184,7 +184,10 @@ def test_a_later_page_of_the_inbox_follows_the_open_requests_live(operator_page,
     newer = factories.suspended_execution(title="newer")
     publish_approvals_changed()
     expect(rows).to_have_count(4, timeout=LIVE_MS)
-    newer_links = operator_page.locator(f"#approvals-inbox td:first-child a[href='/executions/{newer.execution.pk}/']")
+    # The execution's link in each row (the first column holds the row's bulk checkbox).
+    newer_links = operator_page.locator(
+        f"#approvals-inbox tr[data-request] td:nth-child(2) a[href='/executions/{newer.execution.pk}/']"
+    )
     expect(newer_links).to_have_count(2)
 
     # The oldest set, on page 1, closes: page 2 moves up by two and keeps only the newest set.
