@@ -41,6 +41,16 @@ def test_a_run_s_job_is_json_naming_the_job_and_the_run(redis_settings, db):
     assert json.loads(zlib.decompress(stored)) == ["runs.jobs.execute_run", None, [42], {}]
 
 
+def test_a_run_started_with_its_job_held_back_is_sent_to_no_worker(redis_settings, transactional_db):
+    profile = factories.profile()
+    with queueing.held_back():
+        held = executions.start_execution(executions.create_thread(profile), "run here")
+    sent = executions.start_execution(executions.create_thread(profile), "run on a worker")
+    jobs = queueing.host_queue()
+    assert jobs.fetch_job(queueing.job_id(held.runs.get().pk)) is None
+    assert jobs.fetch_job(queueing.job_id(sent.runs.get().pk)) is not None
+
+
 def test_the_worker_refuses_every_job_that_is_not_a_host_job_and_keeps_working(live_stack, tmp_path):
     connection = redis.Redis.from_url(live_stack.redis.url)
     pickled, as_json = (

@@ -73,9 +73,10 @@ class Command(BaseCommand):
 
         title, prompt = CRASHED
         thread = executions.create_thread(profile, title=title)
-        crashed = executions.start_execution(thread, prompt, trigger=ExecutionTrigger.DEMO)
+        # This process plays the worker that dies, so no worker is sent the run's job.
+        with queueing.held_back():
+            crashed = executions.start_execution(thread, prompt, trigger=ExecutionTrigger.DEMO)
         run = crashed.runs.get()
-        # Taken here before a worker can: this process plays the worker that dies.
         try:
             outcome = runner.execute_run(run.pk, after_boundary=CrashAfter(CRASH_AFTER_BOUNDARIES))
         except SimulatedCrash:

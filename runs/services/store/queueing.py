@@ -37,6 +37,7 @@ __all__ = (
     "UNREACHABLE_NOTICE",
     "DispatchReport",
     "enqueue_run",
+    "held_back",
     "host_queue",
     "job_id",
     "job_missing",
@@ -76,6 +77,7 @@ class DispatchReport:
 
 
 _report: contextvars.ContextVar[DispatchReport | None] = contextvars.ContextVar("dispatch_report", default=None)
+_held_back: contextvars.ContextVar[bool] = contextvars.ContextVar("jobs_held_back", default=False)
 
 
 @contextmanager
@@ -87,6 +89,18 @@ def reporting() -> Iterator[DispatchReport]:
         yield report
     finally:
         _report.reset(token)
+
+
+@contextmanager
+def held_back() -> Iterator[None]:
+    """Runs committed inside the block get no job, because the caller runs them itself (the demo's crashed run
+    plays its own worker): a listening worker would otherwise take the lease first. A run nobody takes is sent by
+    the sweeper once it is a lease old (`requeue_if_lost`)."""
+    token = _held_back.set(True)
+    try:
+        yield
+    finally:
+        _held_back.reset(token)
 
 
 def host_queue(**options: Any) -> Queue:
@@ -123,6 +137,8 @@ def enqueue_bulk_operation(operation_pk: int) -> None:
 
 def enqueue_run(run: Run) -> None:
     """Send the run's job once the surrounding transaction commits; a failure never undoes or fails the commit."""
+    if _held_back.get():
+        return
     report = _report.get()
     run_pk = run.pk
 
