@@ -94,3 +94,50 @@ def test_a_span_begun_outside_a_run_is_never_sent(exported):
     with tracer.start_as_current_span("not a run's", attributes={"prompt": f"password={SECRET}"}):
         pass
     assert finished(exported) == []
+
+
+def test_a_span_that_cannot_be_masked_is_dropped_and_the_run_goes_on(exported, monkeypatch):
+    factories.configure_policy(redact_patterns=["password"])
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("masking broke")
+
+    monkeypatch.setattr(telemetry, "_masked", broken)
+    assert run_demo(PROMPT).status == ExecutionStatus.COMPLETED
+    assert finished(exported) == []
+
+
+def test_an_exporter_the_environment_cannot_make_costs_the_spans_not_the_run(settings, monkeypatch):
+    settings.HARNESS_OTEL_ENABLED = True
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "-5")
+    telemetry.process_tracing.cache_clear()
+    try:
+        assert telemetry.run_capabilities() == []
+        assert run_demo(PROMPT).status == ExecutionStatus.COMPLETED
+    finally:
+        telemetry.process_tracing.cache_clear()
+
+
+def test_spans_are_masked_by_the_batch_export_not_by_the_run_that_ends_them(settings, monkeypatch):
+    """Masking reads a model request's whole history: on the run's event loop, every run of the worker would wait."""
+    settings.HARNESS_OTEL_ENABLED = True
+    # No batch is due during the run: it would go only when this test flushes it.
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
+    exporter = InMemorySpanExporter()
+    tracing = telemetry.RunTracing(exporter)
+    monkeypatch.setattr(telemetry, "process_tracing", lambda: tracing)
+    factories.configure_policy(redact_patterns=["password"])
+    masked: list[str] = []
+    real = telemetry._masked
+
+    def counting(span, redactor):
+        masked.append(span.name)
+        return real(span, redactor)
+
+    monkeypatch.setattr(telemetry, "_masked", counting)
+    try:
+        assert run_demo(PROMPT).status == ExecutionStatus.COMPLETED
+        assert masked == []
+        assert len(finished(exporter)) == len(masked) == 5
+    finally:
+        tracing.provider.shutdown()

@@ -2,28 +2,29 @@
 request, each tool call), tagged with the run's ids, masked by its execution's policy and exported over OTLP.
 
 The exporter reads the standard `OTEL_EXPORTER_OTLP_*` variables (endpoint, headers, timeout) and the batch
-processor the `OTEL_BSP_*` ones. Spans are masked as they end, in the run, with the redactor of the run they began
-in, so nothing unmasked is queued; a span that began outside a run is dropped. Export happens on the batch
-processor's own thread from a bounded queue (full: spans are dropped), so a collector that is down or slow never
-holds up or fails a run.
+processor the `OTEL_BSP_*` ones. A span is stamped with its run's ids as it starts; ended spans wait in the batch
+processor's bounded queue (full: spans are dropped), and its own thread masks each with the redactor of the run it
+began in, then sends them. So nothing unmasked leaves the process, a span that began outside a run is dropped, and a
+collector that is down or slow never holds up or fails a run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from django.conf import settings
 from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import Status
 from opentelemetry.util.types import AttributeValue
 from pydantic_ai.capabilities import AbstractCapability, Instrumentation
@@ -33,7 +34,15 @@ from runs.models import Run
 
 from ..timeline import Redactor, redactor_for
 
-__all__ = ("RUN_ID_ATTRIBUTES", "RunSpanProcessor", "RunTracing", "process_tracing", "run_capabilities", "traced")
+__all__ = (
+    "RUN_ID_ATTRIBUTES",
+    "MaskingExporter",
+    "RunSpanProcessor",
+    "RunTracing",
+    "process_tracing",
+    "run_capabilities",
+    "traced",
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,38 +63,53 @@ _current_run: ContextVar[_RunScope | None] = ContextVar("harness_traced_run", de
 
 
 class RunSpanProcessor(SpanProcessor):
-    """Stamps a span with its run's ids as it starts; masks it as it ends and hands it on to `export`."""
+    """Stamps a span with the ids of the run it begins in, and hands that run's redactor on to `MaskingExporter`
+    with the ended span (a copy the processors share, not the span that started)."""
 
-    def __init__(self, export: SpanProcessor) -> None:
-        self._export = export
-        # Span id -> the redactor of the run it began in; a span ends where its run may no longer be current.
-        self._redactors: dict[int, Redactor] = {}
+    def __init__(self, redactors: WeakKeyDictionary[ReadableSpan, Redactor]) -> None:
+        self._redactors = redactors
+        self._open: dict[int, Redactor] = {}
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         scope = _current_run.get()
         if scope is None:
             return
         span.set_attributes(scope.attributes)
-        self._redactors[span.get_span_context().span_id] = scope.redactor
+        self._open[span.get_span_context().span_id] = scope.redactor
 
     def on_end(self, span: ReadableSpan) -> None:
-        context = span.context
-        redactor = None if context is None else self._redactors.pop(context.span_id, None)
-        if redactor is None:
-            return
-        try:
-            masked = _masked(span, redactor)
-        except Exception:
-            # Telemetry never fails a run; a span that cannot be masked is not sent.
-            log.exception("span %r dropped: masking failed", span.name)
-            return
-        self._export.on_end(masked)
+        redactor = None if span.context is None else self._open.pop(span.context.span_id, None)
+        if redactor is not None:
+            self._redactors[span] = redactor
+
+
+class MaskingExporter(SpanExporter):
+    """Masks each span with the redactor of its run before `exporter` sends it; drops a span of no run.
+
+    It runs on the batch processor's thread: masking reads the whole history a model request span carries, far
+    too long to hold up the event loop the runs share."""
+
+    def __init__(self, exporter: SpanExporter, redactors: WeakKeyDictionary[ReadableSpan, Redactor]) -> None:
+        self._exporter = exporter
+        self._redactors = redactors
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        masked = []
+        for span in spans:
+            redactor = self._redactors.get(span)
+            if redactor is None:
+                continue
+            try:
+                masked.append(_masked(span, redactor))
+            except Exception:
+                log.exception("span %r dropped: masking failed", span.name)
+        return self._exporter.export(masked) if masked else SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
-        self._export.shutdown()
+        self._exporter.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self._export.force_flush(timeout_millis)
+        return self._exporter.force_flush(timeout_millis)
 
 
 def _masked(span: ReadableSpan, redactor: Redactor) -> ReadableSpan:
@@ -114,12 +138,15 @@ def _masked(span: ReadableSpan, redactor: Redactor) -> ReadableSpan:
 
 
 class RunTracing:
-    """A tracer provider whose spans go through `RunSpanProcessor` and a batch processor to `exporter`."""
+    """A tracer provider whose spans are stamped as they start, then batched, masked and sent by `exporter`."""
 
     def __init__(self, exporter: SpanExporter) -> None:
         # Its own provider, not the global one: only runs' spans, masked, go to the collector.
+        # Weak: a span the batch queue drops when full takes its entry with it.
+        redactors: WeakKeyDictionary[ReadableSpan, Redactor] = WeakKeyDictionary()
         self.provider = TracerProvider(resource=_resource())
-        self.provider.add_span_processor(RunSpanProcessor(BatchSpanProcessor(exporter)))
+        self.provider.add_span_processor(RunSpanProcessor(redactors))
+        self.provider.add_span_processor(BatchSpanProcessor(MaskingExporter(exporter, redactors)))
         # Binary parts would go as base64, which masking cannot read.
         self.settings = InstrumentationSettings(tracer_provider=self.provider, include_binary_content=False)
 
@@ -142,7 +169,13 @@ def run_capabilities() -> list[AbstractCapability[Any]]:
     """pydantic-ai's instrumentation for a run's agent, when the setting turns it on."""
     if not settings.HARNESS_OTEL_ENABLED:
         return []
-    return [Instrumentation(settings=process_tracing().settings)]
+    try:
+        tracing = process_tracing()
+    except Exception:
+        # A pipeline the OTEL variables cannot make (a queue of -5 spans, say) costs the spans, not the run.
+        log.exception("OpenTelemetry is on but its exporter cannot be made: this run sends no spans")
+        return []
+    return [Instrumentation(settings=tracing.settings)]
 
 
 @contextlib.contextmanager
