@@ -10,10 +10,11 @@ from collections.abc import Iterator
 import pytest
 
 from harness_site.settings import channel_layer_config
-from runs.models import Execution, ExecutionStatus, Verdict
-from runs.services.lifecycle import Answer, executions, submit_decisions
+from runs.models import Execution, ExecutionStatus
+from runs.services.lifecycle import executions
 from runs.services.timeline import REDACTED
 from tests.support import factories
+from tests.support.demo_scenes import approve_all
 from tests.support.host_runs import DEMO_TOOLS
 from tests.support.otlp_collector import OtlpCollector
 from tests.support.services import RedisServer, RQWorker, free_port, running, service_env, wait_until
@@ -100,26 +101,17 @@ def test_a_collector_that_is_down_or_never_answers_leaves_runs_unaffected(
     holding = OtlpCollector(holding=True)
     endpoint = holding.url if collector_state == "never answering" else f"http://127.0.0.1:{free_port()}"
     with holding, running(traced_worker(settings, traced_queue, endpoint)):
-        thread = factories.thread(model="demo", tools=DEMO_TOOLS)
-        execution = executions.start_execution(thread, "deploy release 2.0")
+        execution = executions.start_execution(factories.thread(model="demo", tools=DEMO_TOOLS), "deploy release 2.0")
         wait_for_status(execution, ExecutionStatus.WAITING)
         if collector_state == "never answering":
             # The suspended run's spans are out, and their export hangs on the collector from now on.
             wait_until(lambda: holding.exports, timeout=60, what="an export held by the collector")
 
-        thread.refresh_from_db()
-        [request] = execution.deferred_requests.all()
-        submit_decisions(
-            execution,
-            checkpoint_id=thread.selected_checkpoint_id,
-            key="traced-approval",
-            answers=[Answer(request.tool_call_id, Verdict.APPROVED)],
-            user=operator_user,
-        )
+        approve_all(execution, operator_user)
         wait_for_status(execution, ExecutionStatus.COMPLETED)
         # Completed while every export it was sent still waits for an answer.
         assert holding.answered == 0
         # Let the worker's last flush go before it is stopped.
-        holding.release()
+        holding.released.set()
 
     assert [run.status for run in execution.runs.order_by("pk")] == ["suspended", "completed"]

@@ -2,7 +2,7 @@
 exports (`POST /v1/traces`, protobuf), decodes each `ExportTraceServiceRequest` and keeps its spans.
 
 `holding=True` makes a slow collector: it reads and records each export, then keeps the request open, unanswered,
-until `release()` (or the end of the `with`).
+until `released` is set (at the latest by the end of the `with`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -18,6 +17,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from tests.support.local_http import LocalHttpServer, QuietHandler
 
 # Longer than any test waits with a held export; the collector lets go at the end of the test anyway.
 HOLD_SECONDS = 120.0
@@ -56,18 +57,15 @@ def decode(body: bytes) -> list[ReceivedSpan]:
     return spans
 
 
-class OtlpCollector:
+class OtlpCollector(LocalHttpServer):
     def __init__(self, *, holding: bool = False) -> None:
         self.exports = 0
         self.answered = 0
         self._spans: list[ReceivedSpan] = []
         self._lock = threading.Lock()
-        self._released = threading.Event()
-        if not holding:
-            self._released.set()
         collector = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if self.headers.get("Content-Encoding") == "gzip":
@@ -76,7 +74,7 @@ class OtlpCollector:
                 with collector._lock:
                     collector.exports += 1
                     collector._spans += spans
-                collector._released.wait(HOLD_SECONDS)
+                collector.released.wait(HOLD_SECONDS)
                 answer = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200 if self.path == "/v1/traces" else 404)
                 self.send_header("Content-Type", "application/x-protobuf")
@@ -86,26 +84,9 @@ class OtlpCollector:
                 with collector._lock:
                     collector.answered += 1
 
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> OtlpCollector:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-        self.server.shutdown()
-        self.server.server_close()
-
-    def release(self) -> None:
-        """Answer the held exports and every later one at once."""
-        self._released.set()
+        super().__init__(Handler)
+        if not holding:
+            self.released.set()
 
     @property
     def spans(self) -> list[ReceivedSpan]:
