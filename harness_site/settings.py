@@ -302,6 +302,10 @@ HARNESS_WEBHOOK_ATTEMPTS = env.integer("HARNESS_WEBHOOK_ATTEMPTS", 5)
 HARNESS_WEBHOOK_BACKOFF_SECONDS = env.number("HARNESS_WEBHOOK_BACKOFF_SECONDS", 30.0)
 HARNESS_WEBHOOK_EXPIRING_MINUTES = env.integer("HARNESS_WEBHOOK_EXPIRING_MINUTES", 10)
 
+# OpenTelemetry (runs/services/worker/telemetry.py): runs' model requests and tool calls as spans, masked, sent over
+# OTLP to where the standard `OTEL_EXPORTER_OTLP_*` variables say (read by the exporter itself).
+HARNESS_OTEL_ENABLED = env.flag("HARNESS_OTEL_ENABLED")
+
 HARNESS_LOG_LEVEL = env.choice("HARNESS_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
 
 LOGGING = {

@@ -23,6 +23,7 @@ PROCESS_FIXTURES = frozenset(
         "fleet",  # tests/host/test_scale_out.py
         "supervised",  # tests/host/test_supervised.py
         "plugin_queue",  # tests/host/test_tool_plugins.py
+        "traced_queue",  # tests/host/test_run_telemetry_live.py
         "worker_with_keys",  # tests/providers/test_openai_compatible_host.py
         "outage",  # tests/host/test_redis_outage.py, tests/web/test_redis_outage_browser.py
         "restartable",  # tests/web/test_sockets_after_redis_restart.py

@@ -12,7 +12,8 @@ import hmac
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.support.local_http import LocalHttpServer, QuietHandler
 
 SLOW_SECONDS = 5.0
 # A receiver refuses a timestamp older than this: a recorded delivery cannot be played again later.
@@ -33,21 +34,20 @@ class Received:
         return hmac.compare_digest(self.headers.get("x-harness-signature", ""), f"sha256={expected}")
 
 
-class WebhookReceiver:
+class WebhookReceiver(LocalHttpServer):
     def __init__(self) -> None:
         self.received: list[Received] = []
         self._lock = threading.Lock()
-        self._release = threading.Event()
         receiver = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with receiver._lock:
                     headers = {name.lower(): value for name, value in self.headers.items()}
                     receiver.received.append(Received(self.path, headers, body))
                 if self.path == "/slow":
-                    receiver._release.wait(SLOW_SECONDS)
+                    receiver.released.wait(SLOW_SECONDS)
                 if self.path == "/loop":
                     self.send_response(307)
                     self.send_header("Location", "/loop")
@@ -58,22 +58,7 @@ class WebhookReceiver:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> WebhookReceiver:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._release.set()
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
     def of_event(self, event: str) -> list[Received]:
         with self._lock:

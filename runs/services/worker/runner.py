@@ -63,7 +63,7 @@ from ..store.policy import approval_reason, expiry_for
 from ..timeline.lane_closing import OpenLane, aclose_projection
 from ..timeline.projection import RunProjection
 from ..timeline.publishing import publish_approvals_changed, publish_execution_status, worker_sender
-from . import loop_lag
+from . import loop_lag, telemetry
 from .batching import BatchWriter
 
 __all__ = ("AgentBuilder", "BoundaryHook", "aexecute_run", "execute_run")
@@ -239,7 +239,7 @@ async def _work(
 
     gate = CheckpointBoundaries(record_dispatch=record_dispatch)
     try:
-        executable = build(run, [gate])
+        executable = build(run, [gate, *telemetry.run_capabilities()])
         stream = executable.stream(
             start.input,
             bindings=RunBindings(),
@@ -263,31 +263,32 @@ async def _work(
 
     terminal: HarnessRunResultEvent[Any] | None = None
     try:
-        async with stream:
-            async for item in stream:
-                if isinstance(item, HarnessRunResultEvent):
-                    # Journaled together with the outcome it carries, see BatchWriter.finish.
-                    terminal = item
-                    continue
-                await writer.add(item)
-                lane.note(item)
-                boundary = boundary_of(item, stream.run_id)
-                if boundary is not None:
-                    last_index = await writer.flush()
-                    state = await stream.export_state()
-                    await sync_to_async(checkpoints.record)(
-                        run,
-                        state,
-                        lease=lease,
-                        kind=CheckpointKind.BOUNDARY,
-                        journal_index=last_index,
-                        pending=stream.pending_deferred_input,
-                        metadata={"boundary": boundary},
-                        chain=start.chain,
-                    )
-                    if after_boundary is not None:
-                        after_boundary()
-                    gate.release()
+        with telemetry.traced(run):
+            async with stream:
+                async for item in stream:
+                    if isinstance(item, HarnessRunResultEvent):
+                        # Journaled together with the outcome it carries, see BatchWriter.finish.
+                        terminal = item
+                        continue
+                    await writer.add(item)
+                    lane.note(item)
+                    boundary = boundary_of(item, stream.run_id)
+                    if boundary is not None:
+                        last_index = await writer.flush()
+                        state = await stream.export_state()
+                        await sync_to_async(checkpoints.record)(
+                            run,
+                            state,
+                            lease=lease,
+                            kind=CheckpointKind.BOUNDARY,
+                            journal_index=last_index,
+                            pending=stream.pending_deferred_input,
+                            metadata={"boundary": boundary},
+                            chain=start.chain,
+                        )
+                        if after_boundary is not None:
+                            after_boundary()
+                        gate.release()
     except LeaseLost:
         raise
     except HarnessError as exc:
