@@ -27,7 +27,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from runs.forms import AgentProfileForm, StorableJSONField
+from runs.forms import AgentProfileForm
 from runs.harness import ApprovalRule, parse_approval_rules
 from runs.models import (
     POLICY_VERSION_LIMITS,
@@ -47,9 +47,10 @@ from runs.models import (
     Thread,
     ToolRecovery,
 )
+from runs.policy_rows import PatternRowsWidget, RowsField, RuleRowsWidget
 from runs.services.lifecycle import HoldRefused, bundle_import, current_policy_version, set_hold
 from runs.services.recovery import estimate
-from runs.services.reports import dry_run, effective_approvals, rule_problems
+from runs.services.reports import dry_run, effective_approvals, problems_of_rule
 from runs.services.store import (
     POLICY_VERSION_FIELDS,
     ModelChoice,
@@ -175,16 +176,46 @@ def _bounded(name: str, help_text: str, *, floor: int | None = None) -> forms.In
 DRY_RUN_BUTTON = "_dryrun"
 
 
+REDACTION_HELP = (
+    "One key pattern per row: a regular expression searched case-insensitively in keys (pass matches Passphrase; "
+    "anchor with ^…$). The value under a matching key is shown as [redacted]. A pattern saved here applies to "
+    "executions that start afterwards: their timeline and live updates, input, tool arguments, approvals, "
+    "decisions, exports and webhooks. An execution that already exists keeps the patterns of the policy version "
+    "it started with, until “Apply to existing executions” re-masks what it stored masked: its timeline events, "
+    "its input as lists and searches show it, and its thread's title. Values masked as they are shown (approval "
+    "arguments, decisions, failures) still follow its own version. The journal, checkpoints and decisions keep the "
+    "real values: tools get what the model sent."
+)
+
+
+def _rule_row_problems(index: int, rule: Any, registry: Any) -> list[str]:
+    """What is wrong with one rule, as the lines shown beside its row (numbered as the rows are)."""
+    try:
+        (parsed,) = parse_approval_rules([rule])
+    except ValueError as exc:
+        return [f"rule {index + 1}: {exc}"]
+    return [f"rule {index + 1} ({parsed.tool}): {problem}" for problem in problems_of_rule(parsed, registry)]
+
+
+def _pattern_problems(pattern: Any) -> list[str]:
+    try:
+        parse_redact_patterns([pattern])
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
 class HostPolicyForm(forms.ModelForm):
     """The policy's name plus the fields of the version that saving will publish."""
 
-    approval_rules = StorableJSONField(
+    approval_rules = RowsField(
         required=False,
-        widget=forms.Textarea(attrs={"rows": 8, "cols": 90, "class": "mono"}),
+        widget=RuleRowsWidget(),
         help_text=(
-            'JSON list of rules: {"tool": "name or glob like delete_*", "reason": "shown to the approver"} and '
-            'optionally "when": {"arg": "amount", "op": "eq|ne|gt|lt|contains", "value": 1000}. '
-            "A call matching a rule suspends the run until someone approves it."
+            "One rule per row: the tool (a name, or a glob like delete_*), optionally a condition on one of its "
+            'arguments (eq, ne, gt, lt or contains a value: 1000, true or "text" as JSON, anything else as '
+            "text), and the reason shown to the approver. A call matching a rule suspends the run until someone "
+            "approves it."
         ),
     )
     tool_recovery = forms.ChoiceField(
@@ -212,11 +243,10 @@ class HostPolicyForm(forms.ModelForm):
         "journal, timeline and checkpoints are deleted, a tombstone and the decisions stay. Held threads and "
         f"executions are kept. Blank: keep forever ({RETENTION_DAYS_LIMITS[0]}–{RETENTION_DAYS_LIMITS[1]}).",
     )
-    redact_patterns = StorableJSONField(
+    redact_patterns = RowsField(
         required=False,
-        widget=forms.Textarea(attrs={"rows": 3, "cols": 90, "class": "mono"}),
-        help_text='JSON list of key regexes (case-insensitive), e.g. ["pass(word)?", "token", "secret"]: values '
-        "under matching keys are shown as [redacted] on every page, socket and export (the journal keeps them).",
+        widget=PatternRowsWidget(),
+        help_text=REDACTION_HELP,
     )
     comment = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 90}), help_text="Why this change."
@@ -245,14 +275,15 @@ class HostPolicyForm(forms.ModelForm):
 
     def clean_approval_rules(self) -> list[Any]:
         rules = self.cleaned_data["approval_rules"] or []
-        try:
-            parsed = parse_approval_rules(rules)
-        except ValueError as exc:
-            raise forms.ValidationError(str(exc)) from exc
-        problems = rule_problems(parsed, toolbox.registry())
+        if not isinstance(rules, list):
+            raise forms.ValidationError("Invalid approval rules: they must be a list of rules.")
+        registry = toolbox.registry()
+        problems = {
+            index: found for index, rule in enumerate(rules) if (found := _rule_row_problems(index, rule, registry))
+        }
         if problems:
-            raise forms.ValidationError(problems)
-        self.parsed_rules = parsed
+            raise self._rows_field("approval_rules").errors_beside_rows(problems)
+        self.parsed_rules = parse_approval_rules(rules)
         return rules
 
     def clean_redact_patterns(self) -> list[str]:
@@ -260,8 +291,16 @@ class HostPolicyForm(forms.ModelForm):
         try:
             parse_redact_patterns(patterns)
         except ValueError as exc:
-            raise forms.ValidationError(str(exc)) from exc
+            if not isinstance(patterns, list):
+                raise forms.ValidationError(str(exc)) from exc
+            problems = {index: found for index, pattern in enumerate(patterns) if (found := _pattern_problems(pattern))}
+            raise self._rows_field("redact_patterns").errors_beside_rows(problems) from exc
         return patterns
+
+    def _rows_field(self, name: str) -> RowsField:
+        field = self.fields[name]
+        assert isinstance(field, RowsField)
+        return field
 
     def is_valid(self) -> bool:
         # A dry run validates everything a save would, but must never reach the admin's save: reporting
