@@ -17,11 +17,11 @@ from typing import Any
 from axes import admin as axes_admin
 from axes.models import AccessAttempt
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
 from django.db.models import Field, ForeignKey, Model, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
@@ -42,13 +42,14 @@ from runs.models import (
     HostPolicyVersion,
     Membership,
     ModelPrice,
+    Remask,
     Team,
     TeamRole,
     Thread,
     ToolRecovery,
 )
 from runs.policy_rows import PatternRowsWidget, RowsField, RuleRowsWidget
-from runs.services.lifecycle import HoldRefused, bundle_import, current_policy_version, set_hold
+from runs.services.lifecycle import HoldRefused, bundle_import, current_policy_version, remasking, set_hold
 from runs.services.recovery import estimate
 from runs.services.reports import dry_run, effective_approvals, problems_of_rule
 from runs.services.store import (
@@ -402,8 +403,37 @@ class HostPolicyAdmin(TeamScopedAdmin):
         return "forever" if days is None else f"{days} day{'s' if days != 1 else ''}"
 
     def get_urls(self) -> list[URLPattern]:
-        view = self.admin_site.admin_view(self.retention_dry_run)
-        return [path("retention/", view, name="runs_hostpolicy_retention"), *super().get_urls()]
+        view = self.admin_site.admin_view
+        return [
+            path("retention/", view(self.retention_dry_run), name="runs_hostpolicy_retention"),
+            path("<int:pk>/remask/", view(self.start_remask), name="runs_hostpolicy_remask"),
+            path("remask/<int:pk>/", view(self.remask_progress), name="runs_hostpolicy_remask_progress"),
+            *super().get_urls(),
+        ]
+
+    def start_remask(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """Apply the saved patterns to the policy's existing executions (a job); the change page shows progress."""
+        policy = self.get_object(request, str(pk))
+        if request.method != "POST" or policy is None or not self.has_change_permission(request, policy):
+            raise PermissionDenied("Re-masking needs the admin role in the policy's team, and a POST.")
+        assert request.user.is_authenticated, "the admin lets only staff in"
+        try:
+            remask = remasking.start(policy, request.user)
+        except remasking.RemaskRefused as refused:
+            self.message_user(request, f"Nothing was started: {refused}", level=messages.ERROR)
+        else:
+            self.log_change(request, policy, f"Started re-masking {remask.total} existing executions (#{remask.pk}).")
+            self.message_user(
+                request,
+                f"Re-masking {remask.total} existing executions with the patterns of v{remask.version.number}.",
+            )
+        return redirect(reverse("admin:runs_hostpolicy_change", args=[pk]) + "#remask")
+
+    def remask_progress(self, request: HttpRequest, pk: int) -> JsonResponse:
+        remask = Remask.objects.filter(pk=pk).first()
+        if remask is None or not self.has_view_permission(request, remask.policy):
+            raise Http404("No re-mask of this number in your teams.")
+        return JsonResponse(remasking.progress(remask))
 
     def retention_dry_run(self, request: HttpRequest) -> HttpResponse:
         """What the next retention pass would delete in each team whose policy the user administers."""
@@ -448,6 +478,10 @@ class HostPolicyAdmin(TeamScopedAdmin):
                 last = form.cleaned_data.get("dry_run_last") or form.fields["dry_run_last"].initial
                 context["dry_run"] = dry_run(rules, last=last, tools=toolbox.registry())
         context["dry_run_button"] = DRY_RUN_BUTTON
+        policy = context.get("original")
+        if policy is not None:
+            context["remask"] = policy.remasks.select_related("version", "started_by").first()
+            context["can_remask"] = bool(policy.current_version and policy.current_version.redact_patterns)
         return super().render_change_form(request, context, *args, **kwargs)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:

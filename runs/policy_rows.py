@@ -137,7 +137,8 @@ class RuleRowsWidget(RowsWidget):
     def cells_of(self, item: Any) -> dict[str, str]:
         if not isinstance(item, Mapping):
             return {"tool": json.dumps(item, ensure_ascii=False)}
-        when = item.get("when") if isinstance(item.get("when"), Mapping) else {}
+        condition = item.get("when")
+        when: Mapping[str, Any] = condition if isinstance(condition, Mapping) else {}
         return {
             "tool": str(item.get("tool", "")),
             "arg": str(when.get("arg", "")),
