@@ -21,7 +21,7 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
 from django.db.models import Field, ForeignKey, Model, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
@@ -413,9 +413,13 @@ class HostPolicyAdmin(TeamScopedAdmin):
 
     def start_remask(self, request: HttpRequest, pk: int) -> HttpResponse:
         """Apply the saved patterns to the policy's existing executions (a job); the change page shows progress."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
         policy = self.get_object(request, str(pk))
-        if request.method != "POST" or policy is None or not self.has_change_permission(request, policy):
-            raise PermissionDenied("Re-masking needs the admin role in the policy's team, and a POST.")
+        if policy is None:
+            raise Http404("No host policy of this number in your teams.")
+        if not self.has_change_permission(request, policy):
+            raise PermissionDenied("Re-masking needs the admin role in the policy's team.")
         assert request.user.is_authenticated, "the admin lets only staff in"
         try:
             remask = remasking.start(policy, request.user)

@@ -35,7 +35,10 @@ class Column:
 
 
 class PostedRows(list[dict[str, str]]):
-    """The rows as posted (cells as typed), blank and removed rows left out."""
+    """The rows as posted (cells as typed), blank and removed rows left out; `refused` says why a post that names
+    no usable row count is refused."""
+
+    refused = ""
 
 
 class RowsWidget(forms.Widget):
@@ -58,11 +61,14 @@ class RowsWidget(forms.Widget):
         count = data.get(f"{name}-rows")
         if count is None:
             return data.get(name)
+        posted = PostedRows()
         try:
-            rows = min(int(count), MAX_ROWS)
+            rows = int(count)
         except ValueError:
             rows = 0
-        posted = PostedRows()
+        if not 0 <= rows <= MAX_ROWS:
+            posted.refused = f"At most {MAX_ROWS} rows are read; this post names {rows}. Nothing was saved."
+            return posted
         for row in range(rows):
             cells = {column.name: (data.get(f"{name}-{row}-{column.name}") or "").strip() for column in self.columns}
             if data.get(f"{name}-{row}-remove") or not any(cells.values()):
@@ -180,6 +186,8 @@ class RowsField(StorableJSONField):
 
     def to_python(self, value: Any) -> Any:
         if isinstance(value, PostedRows):
+            if value.refused:
+                raise forms.ValidationError(value.refused, code="invalid")
             return [self.widget.item_of(cells) for cells in value]
         return super().to_python(value)
 

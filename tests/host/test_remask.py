@@ -74,6 +74,25 @@ def test_a_new_pattern_reaches_existing_executions_through_the_queued_job(
         assert SECRET in execution.input  # the real input stays for the run
 
 
+def test_starting_again_while_unfinished_sends_its_job_again_and_counts_each_execution_once(
+    redis_settings, admin_user, django_capture_on_commit_callbacks
+):
+    streamed_secret_execution(), streamed_secret_execution()
+    policy = add_pattern("api_key")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        first = remasking.start(policy, admin_user)
+    with django_capture_on_commit_callbacks(execute=True):
+        again = remasking.start(policy, admin_user)  # as if its job had been lost
+    assert again == first
+    assert queueing.host_queue(connection=redis.Redis.from_url(redis_settings.url)).count == 2
+    run_queued_jobs(redis_settings)
+
+    first.refresh_from_db()
+    assert remasking.progress(first) == {"done": 2, "total": 2, "finished": True, "changed_events": 4}
+    assert Remask.objects.count() == 1
+
+
 def test_a_key_split_across_chunks_is_masked_as_in_one(redis_settings, admin_user, monkeypatch):
     whole, split = streamed_secret_execution(), streamed_secret_execution()
     policy = add_pattern("api_key")

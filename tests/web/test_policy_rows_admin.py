@@ -84,7 +84,7 @@ def test_the_change_page_shows_each_rule_as_a_row_and_the_json_read_only(admin_c
     assert 'name="redact_patterns-0-pattern" value="token"' in page
     assert 'name="approval_rules-1-tool" value=""' in page  # one blank row to add to
     assert 'name="approval_rules-rows" value="2"' in page
-    assert "As stored (JSON, read-only)" in page and "<textarea" not in page.split('id="approval_rules-rows"')[1][:3000]
+    assert "As JSON (read-only)" in page and "<textarea" not in page.split('id="approval_rules-rows"')[1][:3000]
 
 
 @pytest.mark.parametrize(
@@ -183,9 +183,19 @@ def test_a_remask_is_a_post_of_someone_who_may_change_the_policy(client, admin_c
     viewer = django_user_model.objects.create_user("viewer", password="pw-viewer-123", is_staff=True)
     client.force_login(viewer)
 
-    assert admin_client.get(url).status_code == 403
-    assert client.post(url).status_code in (403, 404)
+    assert admin_client.get(url).status_code == 405
+    assert client.post(url).status_code == 404  # outside the viewer's teams
     assert not Remask.objects.exists()
+
+
+def test_a_post_naming_more_rows_than_are_read_is_refused_and_saves_nothing(admin_client):
+    form = row_form(rules=[{"tool": "lookup_record"}]) | {"approval_rules-rows": "100000"}
+
+    response = admin_client.post(change_url(default_policy()), form)
+
+    assert response.status_code == 200
+    assert "At most 200 rows are read; this post names 100000. Nothing was saved." in response.content.decode()
+    assert HostPolicyVersion.objects.count() == 1
 
 
 def test_a_remask_without_patterns_is_refused_with_a_message(admin_client):

@@ -8,10 +8,10 @@ again by the execution's own patterns and the new ones. The journal, checkpoints
 values, and values masked as they are shown still follow the execution's own version.
 
 `start` records the scope (the policy's executions that exist now) and queues the job after commit; a re-mask
-of the policy still unfinished is returned instead of a second one. `run` works execution by execution, and
-through each run's events in chunks of `CHUNK_ROWS`, each chunk its own short transaction; after each execution
-it moves the cursor and the count, so the page shows progress and a job run again carries on. Masking what is
-masked changes nothing: running it twice, or starting it again, leaves the same rows.
+of the policy still unfinished is returned instead of a second one, its job sent again. `run` works execution by
+execution, and through each run's events in chunks of `CHUNK_ROWS`, each chunk its own short transaction; after
+each execution it moves the cursor and the count, so the page shows progress and a job run again carries on.
+Masking what is masked changes nothing: running it twice, or starting it again, leaves the same rows.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ def start(policy: HostPolicy, user: User) -> Remask:
         HostPolicy.objects.select_for_update().filter(pk=policy.pk).first()
         unfinished = Remask.objects.filter(policy=policy, finished_at__isnull=True).first()
         if unfinished is not None:
+            # Its job may have been lost (Redis down, a worker killed): sent again, it carries on from the cursor.
+            queueing.enqueue_remask(unfinished.pk)
             return unfinished
         executions = _scope(policy)
         last = executions.aggregate(last=Max("pk"))["last"] or 0
