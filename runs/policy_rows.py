@@ -51,6 +51,10 @@ class RowsWidget(forms.Widget):
         super().__init__(attrs)
         self.row_errors: dict[int, list[str]] = {}
 
+    def id_for_label(self, id_: str) -> str:
+        # The field's label points at the first cell of the first row.
+        return f"{id_}-0-{self.columns[0].name}" if id_ else ""
+
     def cells_of(self, item: Any) -> dict[str, str]:
         raise NotImplementedError
 

@@ -7,6 +7,7 @@ function renumber(row, index) {
   row.classList.remove("row-invalid", "row-removed");
   for (const field of row.querySelectorAll("[name]")) {
     field.name = field.name.replace(/-\d+-([a-z]+)$/, `-${index}-$1`);
+    if (field.id) field.id = field.id.replace(/-\d+-([a-z]+)$/, `-${index}-$1`);
     if (field.type === "checkbox") field.checked = false;
     else field.value = "";
     const label = field.getAttribute("aria-label");

@@ -84,6 +84,7 @@ def test_the_change_page_shows_each_rule_as_a_row_and_the_json_read_only(admin_c
     assert 'name="redact_patterns-0-pattern" value="token"' in page
     assert 'name="approval_rules-1-tool" value=""' in page  # one blank row to add to
     assert 'name="approval_rules-rows" value="2"' in page
+    assert 'for="id_approval_rules-0-tool"' in page and 'id="id_approval_rules-0-tool"' in page
     assert "As JSON (read-only)" in page and "<textarea" not in page.split('id="approval_rules-rows"')[1][:3000]
 
 
