@@ -17,17 +17,17 @@ from typing import Any
 from axes import admin as axes_admin
 from axes.models import AccessAttempt
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
 from django.db.models import Field, ForeignKey, Model, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from runs.forms import AgentProfileForm, StorableJSONField
+from runs.forms import AgentProfileForm
 from runs.harness import ApprovalRule, parse_approval_rules
 from runs.models import (
     POLICY_VERSION_LIMITS,
@@ -42,14 +42,16 @@ from runs.models import (
     HostPolicyVersion,
     Membership,
     ModelPrice,
+    Remask,
     Team,
     TeamRole,
     Thread,
     ToolRecovery,
 )
-from runs.services.lifecycle import HoldRefused, bundle_import, current_policy_version, set_hold
+from runs.policy_rows import PatternRowsWidget, RowsField, RuleRowsWidget
+from runs.services.lifecycle import HoldRefused, bundle_import, current_policy_version, remasking, set_hold
 from runs.services.recovery import estimate
-from runs.services.reports import dry_run, effective_approvals, rule_problems
+from runs.services.reports import dry_run, effective_approvals, problems_of_rule
 from runs.services.store import (
     POLICY_VERSION_FIELDS,
     ModelChoice,
@@ -175,16 +177,46 @@ def _bounded(name: str, help_text: str, *, floor: int | None = None) -> forms.In
 DRY_RUN_BUTTON = "_dryrun"
 
 
+REDACTION_HELP = (
+    "One key pattern per row: a regular expression searched case-insensitively in keys (pass matches Passphrase; "
+    "anchor with ^…$). The value under a matching key is shown as [redacted]. A pattern saved here applies to "
+    "executions that start afterwards: their timeline and live updates, input, tool arguments, approvals, "
+    "decisions, exports and webhooks. An execution that already exists keeps the patterns of the policy version "
+    "it started with, until “Apply to existing executions” re-masks what it stored masked: its timeline events, "
+    "its input as lists and searches show it, and its thread's title. Values masked as they are shown (approval "
+    "arguments, decisions, failures) still follow its own version. The journal, checkpoints and decisions keep the "
+    "real values: tools get what the model sent."
+)
+
+
+def _rule_row_problems(index: int, rule: Any, registry: Any) -> list[str]:
+    """What is wrong with one rule, as the lines shown beside its row (numbered as the rows are)."""
+    try:
+        (parsed,) = parse_approval_rules([rule])
+    except ValueError as exc:
+        return [f"rule {index + 1}: {exc}"]
+    return [f"rule {index + 1} ({parsed.tool}): {problem}" for problem in problems_of_rule(parsed, registry)]
+
+
+def _pattern_problems(pattern: Any) -> list[str]:
+    try:
+        parse_redact_patterns([pattern])
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
 class HostPolicyForm(forms.ModelForm):
     """The policy's name plus the fields of the version that saving will publish."""
 
-    approval_rules = StorableJSONField(
+    approval_rules = RowsField(
         required=False,
-        widget=forms.Textarea(attrs={"rows": 8, "cols": 90, "class": "mono"}),
+        widget=RuleRowsWidget(),
         help_text=(
-            'JSON list of rules: {"tool": "name or glob like delete_*", "reason": "shown to the approver"} and '
-            'optionally "when": {"arg": "amount", "op": "eq|ne|gt|lt|contains", "value": 1000}. '
-            "A call matching a rule suspends the run until someone approves it."
+            "One rule per row: the tool (a name, or a glob like delete_*), optionally a condition on one of its "
+            'arguments (eq, ne, gt, lt or contains a value: 1000, true or "text" as JSON, anything else as '
+            "text), and the reason shown to the approver. A call matching a rule suspends the run until someone "
+            "approves it."
         ),
     )
     tool_recovery = forms.ChoiceField(
@@ -212,11 +244,10 @@ class HostPolicyForm(forms.ModelForm):
         "journal, timeline and checkpoints are deleted, a tombstone and the decisions stay. Held threads and "
         f"executions are kept. Blank: keep forever ({RETENTION_DAYS_LIMITS[0]}–{RETENTION_DAYS_LIMITS[1]}).",
     )
-    redact_patterns = StorableJSONField(
+    redact_patterns = RowsField(
         required=False,
-        widget=forms.Textarea(attrs={"rows": 3, "cols": 90, "class": "mono"}),
-        help_text='JSON list of key regexes (case-insensitive), e.g. ["pass(word)?", "token", "secret"]: values '
-        "under matching keys are shown as [redacted] on every page, socket and export (the journal keeps them).",
+        widget=PatternRowsWidget(),
+        help_text=REDACTION_HELP,
     )
     comment = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 90}), help_text="Why this change."
@@ -245,14 +276,15 @@ class HostPolicyForm(forms.ModelForm):
 
     def clean_approval_rules(self) -> list[Any]:
         rules = self.cleaned_data["approval_rules"] or []
-        try:
-            parsed = parse_approval_rules(rules)
-        except ValueError as exc:
-            raise forms.ValidationError(str(exc)) from exc
-        problems = rule_problems(parsed, toolbox.registry())
+        if not isinstance(rules, list):
+            raise forms.ValidationError("Invalid approval rules: they must be a list of rules.")
+        registry = toolbox.registry()
+        problems = {
+            index: found for index, rule in enumerate(rules) if (found := _rule_row_problems(index, rule, registry))
+        }
         if problems:
-            raise forms.ValidationError(problems)
-        self.parsed_rules = parsed
+            raise self._rows_field("approval_rules").errors_beside_rows(problems)
+        self.parsed_rules = parse_approval_rules(rules)
         return rules
 
     def clean_redact_patterns(self) -> list[str]:
@@ -260,8 +292,16 @@ class HostPolicyForm(forms.ModelForm):
         try:
             parse_redact_patterns(patterns)
         except ValueError as exc:
-            raise forms.ValidationError(str(exc)) from exc
+            if not isinstance(patterns, list):
+                raise forms.ValidationError(str(exc)) from exc
+            problems = {index: found for index, pattern in enumerate(patterns) if (found := _pattern_problems(pattern))}
+            raise self._rows_field("redact_patterns").errors_beside_rows(problems) from exc
         return patterns
+
+    def _rows_field(self, name: str) -> RowsField:
+        field = self.fields[name]
+        assert isinstance(field, RowsField)
+        return field
 
     def is_valid(self) -> bool:
         # A dry run validates everything a save would, but must never reach the admin's save: reporting
@@ -363,8 +403,41 @@ class HostPolicyAdmin(TeamScopedAdmin):
         return "forever" if days is None else f"{days} day{'s' if days != 1 else ''}"
 
     def get_urls(self) -> list[URLPattern]:
-        view = self.admin_site.admin_view(self.retention_dry_run)
-        return [path("retention/", view, name="runs_hostpolicy_retention"), *super().get_urls()]
+        view = self.admin_site.admin_view
+        return [
+            path("retention/", view(self.retention_dry_run), name="runs_hostpolicy_retention"),
+            path("<int:pk>/remask/", view(self.start_remask), name="runs_hostpolicy_remask"),
+            path("remask/<int:pk>/", view(self.remask_progress), name="runs_hostpolicy_remask_progress"),
+            *super().get_urls(),
+        ]
+
+    def start_remask(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """Apply the saved patterns to the policy's existing executions (a job); the change page shows progress."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        policy = self.get_object(request, str(pk))
+        if policy is None:
+            raise Http404("No host policy of this number in your teams.")
+        if not self.has_change_permission(request, policy):
+            raise PermissionDenied("Re-masking needs the admin role in the policy's team.")
+        assert request.user.is_authenticated, "the admin lets only staff in"
+        try:
+            remask = remasking.start(policy, request.user)
+        except remasking.RemaskRefused as refused:
+            self.message_user(request, f"Nothing was started: {refused}", level=messages.ERROR)
+        else:
+            self.log_change(request, policy, f"Started re-masking {remask.total} existing executions (#{remask.pk}).")
+            self.message_user(
+                request,
+                f"Re-masking {remask.total} existing executions with the patterns of v{remask.version.number}.",
+            )
+        return redirect(reverse("admin:runs_hostpolicy_change", args=[pk]) + "#remask")
+
+    def remask_progress(self, request: HttpRequest, pk: int) -> JsonResponse:
+        remask = Remask.objects.filter(pk=pk).first()
+        if remask is None or not self.has_view_permission(request, remask.policy):
+            raise Http404("No re-mask of this number in your teams.")
+        return JsonResponse(remasking.progress(remask))
 
     def retention_dry_run(self, request: HttpRequest) -> HttpResponse:
         """What the next retention pass would delete in each team whose policy the user administers."""
@@ -409,6 +482,10 @@ class HostPolicyAdmin(TeamScopedAdmin):
                 last = form.cleaned_data.get("dry_run_last") or form.fields["dry_run_last"].initial
                 context["dry_run"] = dry_run(rules, last=last, tools=toolbox.registry())
         context["dry_run_button"] = DRY_RUN_BUTTON
+        policy = context.get("original")
+        if policy is not None:
+            context["remask"] = policy.remasks.select_related("version", "started_by").first()
+            context["can_remask"] = bool(policy.current_version and policy.current_version.redact_patterns)
         return super().render_change_form(request, context, *args, **kwargs)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:

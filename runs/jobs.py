@@ -4,7 +4,7 @@ Coroutines: the Host's worker (runs/worker/) runs many of them on one event loop
 a loop of its own.
 """
 
-from runs.services.lifecycle import bulk_operations
+from runs.services.lifecycle import bulk_operations, remasking
 from runs.services.worker import runner
 
 
@@ -14,3 +14,7 @@ async def execute_run(run_pk: int) -> str:
 
 def run_bulk_operation(operation_pk: int) -> str:
     return bulk_operations.run(operation_pk)
+
+
+def remask_executions(remask_pk: int) -> str:
+    return remasking.run(remask_pk)

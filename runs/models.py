@@ -817,3 +817,29 @@ class BulkItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operation}: {self.execution} {self.outcome}"
+
+
+class Remask(models.Model):
+    """Redaction patterns of a policy version applied to the executions its policy governed before it: their stored
+    masked copies (timeline events, shown inputs, thread titles) are masked again by an RQ job, in chunks.
+
+    Its scope is fixed when it starts (executions up to `last_execution`); `cursor` is the last execution done, so a
+    job run again carries on where one stopped. The row is the audit of who started it.
+    """
+
+    policy = models.ForeignKey(HostPolicy, on_delete=models.CASCADE, related_name="remasks")
+    version = models.ForeignKey(HostPolicyVersion, on_delete=models.PROTECT, related_name="+")
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_execution = models.BigIntegerField(help_text="The newest execution in scope (primary key).")
+    cursor = models.BigIntegerField(default=0, help_text="The last execution re-masked (primary key).")
+    total = models.PositiveIntegerField()
+    done = models.PositiveIntegerField(default=0)
+    changed_events = models.PositiveIntegerField(default=0, help_text="Timeline events whose stored form changed.")
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"re-mask #{self.pk} of {self.policy} with v{self.version.number}"

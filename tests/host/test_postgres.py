@@ -63,6 +63,8 @@ FEATURE_TESTS = [
     # Retention deletes in chunks by id lists, locks executions `of=("self",)` and sums Length() of JSON cast to text.
     "tests/host/test_retention.py",
     "tests/host/test_retention_kill.py",
+    # A re-mask moves its cursor and counts with conditional F() UPDATEs and rewrites JSON in chunked bulk updates.
+    "tests/host/test_remask.py",
 ]
 # Team scoping is subqueries on memberships on every read; the per-team thread id is a composite unique key. The
 # matrix is every role on every surface: a run of its own.

@@ -33,6 +33,7 @@ def test_no_page_violates_the_content_security_policy(operator_page, live_stack,
         "/admin/": "#content",
         "/admin/runs/agentprofile/add/": "#content",
         "/admin/runs/hostpolicy/add/": "#content",
+        f"/admin/runs/hostpolicy/{execution.policy_version.policy_id}/change/": "#approval_rules-rows",
     }
     for path, ready in pages.items():
         response = page.goto(base + path)

@@ -13,6 +13,7 @@ from . import (
     forks,
     group_decisions,
     holds,
+    remasking,
     starts,
 )
 from .approvals import (
@@ -77,6 +78,7 @@ __all__ = (
     "pending_requests",
     "pending_set",
     "recover_failed",
+    "remasking",
     "set_hold",
     "start_recovery_run",
     "starts",

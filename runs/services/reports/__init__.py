@@ -6,7 +6,7 @@ from . import costs, durations, failures, provenance, run_comparison, step_align
 from .audit import CSV_COLUMNS, AuditFilters, audit_rows, csv_lines
 from .dry_run import dry_run
 from .execution_list import WAITING_FOR, Cursor, ExecutionFilters, ExecutionPage, execution_page, status_counts
-from .rule_checks import effective_approvals, rule_problems
+from .rule_checks import effective_approvals, problems_of_rule, rule_problems
 from .usage_report import usage_report
 
 __all__ = (
@@ -24,6 +24,7 @@ __all__ = (
     "effective_approvals",
     "execution_page",
     "failures",
+    "problems_of_rule",
     "provenance",
     "rule_problems",
     "run_comparison",

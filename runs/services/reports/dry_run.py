@@ -65,6 +65,15 @@ class DryRun:
     def changed(self) -> int:
         return sum(bool(call.change) for call in self.calls)
 
+    @property
+    def changes(self) -> tuple[CallOutcome, ...]:
+        """The calls the rules would decide differently from their own policy: what an admin reads first."""
+        return tuple(call for call in self.calls if call.change)
+
+    @property
+    def unchanged(self) -> tuple[CallOutcome, ...]:
+        return tuple(call for call in self.calls if not call.change)
+
 
 def _stopped_by(policy: ApprovalPolicy, tool: Tool[Any], args: Mapping[str, Any]) -> str:
     """What would stop the call, or "" when nothing would."""

@@ -21,7 +21,7 @@ from runs.harness import ApprovalRule, ArgumentCondition
 
 from ..store.policy import TOOL_OWN_REASON
 
-__all__ = ("Requirement", "ToolApprovals", "effective_approvals", "rule_problems")
+__all__ = ("Requirement", "ToolApprovals", "effective_approvals", "problems_of_rule", "rule_problems")
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -74,7 +74,7 @@ def _condition_problem(condition: ArgumentCondition, schema: Mapping[str, Any]) 
     return None
 
 
-def _rule_problems(rule: ApprovalRule, tools: Mapping[str, Tool[Any]]) -> list[str]:
+def problems_of_rule(rule: ApprovalRule, tools: Mapping[str, Tool[Any]]) -> list[str]:
     matched = sorted(name for name in tools if rule.matches_tool(name))
     if not matched:
         if any(char in rule.tool for char in "*?["):
@@ -101,7 +101,7 @@ def rule_problems(rules: tuple[ApprovalRule, ...], tools: Mapping[str, Tool[Any]
     return [
         f"rule {number} ({rule.tool}): {problem}"
         for number, rule in enumerate(rules, start=1)
-        for problem in _rule_problems(rule, tools)
+        for problem in problems_of_rule(rule, tools)
     ]
 
 

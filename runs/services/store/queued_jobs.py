@@ -24,7 +24,11 @@ log = logging.getLogger(__name__)
 
 SERIALIZER = JSONSerializer
 # Every function a Host job runs, with the number of primary keys it takes.
-JOB_FUNCTIONS: dict[str, int] = {"runs.jobs.execute_run": 1, "runs.jobs.run_bulk_operation": 1}
+JOB_FUNCTIONS: dict[str, int] = {
+    "runs.jobs.execute_run": 1,
+    "runs.jobs.run_bulk_operation": 1,
+    "runs.jobs.remask_executions": 1,
+}
 # How much of a refused job's function name a log line repeats.
 NAME_SHOWN = 80
 

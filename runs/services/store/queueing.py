@@ -36,6 +36,7 @@ from .queued_jobs import SERIALIZER, HostJob
 __all__ = (
     "UNREACHABLE_NOTICE",
     "DispatchReport",
+    "enqueue_remask",
     "enqueue_run",
     "held_back",
     "host_queue",
@@ -124,12 +125,20 @@ def send_job(run_pk: int) -> bool:
 
 def enqueue_bulk_operation(operation_pk: int) -> None:
     """Send a bulk operation's job once the surrounding transaction commits (logged if Redis is unreachable)."""
+    _enqueue_on_commit("runs.jobs.run_bulk_operation", operation_pk, "bulk operation")
 
+
+def enqueue_remask(remask_pk: int) -> None:
+    """Send a re-mask's job once the surrounding transaction commits (logged if Redis is unreachable)."""
+    _enqueue_on_commit("runs.jobs.remask_executions", remask_pk, "re-mask")
+
+
+def _enqueue_on_commit(function: str, pk: int, what: str) -> None:
     def send() -> None:
         try:
-            host_queue(commit_mode="auto").enqueue("runs.jobs.run_bulk_operation", operation_pk)
+            host_queue(commit_mode="auto").enqueue(function, pk)
         except RedisError as exc:
-            log.warning("bulk operation %s waits: the queue cannot be reached (%s)", operation_pk, exc)
+            log.warning("%s %s waits: the queue cannot be reached (%s)", what, pk, exc)
             _remember_reachable(False)
 
     transaction.on_commit(send)

@@ -32,6 +32,7 @@ from .redaction import (
     TimelineRedactor,
     dump_event,
     redactor_for,
+    redactor_of_all,
     restore_redacted,
 )
 
@@ -66,6 +67,7 @@ __all__ = (
     "publishing",
     "read_side",
     "redactor_for",
+    "redactor_of_all",
     "restore_redacted",
     "session_group",
     "worker_sender",

@@ -42,6 +42,7 @@ __all__ = (
     "TimelineRedactor",
     "dump_event",
     "redactor_for",
+    "redactor_of_all",
     "restore_redacted",
 )
 
@@ -286,6 +287,12 @@ def redactor_for(version: HostPolicyVersion | None) -> Redactor:
     return _redactor(patterns)
 
 
+def redactor_of_all(*versions: HostPolicyVersion | None) -> Redactor:
+    """One redactor masking what any of the versions masks (a re-mask: an execution's own and the newer one)."""
+    patterns = (pattern for version in versions if version is not None for pattern in version.redact_patterns or ())
+    return _redactor(tuple(dict.fromkeys(patterns)))
+
+
 @dataclass
 class _Stream:
     """The deltas of one message or tool call so far: what was shown lately, and a value still open."""
@@ -367,6 +374,36 @@ class TimelineRedactor:
             family, id_field = _STREAM_ENDS[event_type]
             self._streams.pop((family, dumped[id_field]), None)
         return masked
+
+    def remask(self, stored: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+        """Stored events of one run, in position order, masked again: the masked form of the first `n` of them, and
+        `n`. The fragments of an oversized CUSTOM event are masked as their whole event; a group still incomplete at
+        the end is left for the next call, which starts at its first piece. Masking what is masked changes nothing,
+        so a re-mask done twice is done once."""
+        masked: list[dict[str, Any]] = []
+        group: list[dict[str, Any]] = []
+        for event in stored:
+            if event.get("type") != "CUSTOM" or event.get("name") != FRAGMENT_EVENT_NAME:
+                masked += group  # pieces of an event that never came whole: nothing to mask them as
+                group = []
+                masked.append(self.event(event))
+                continue
+            group.append(event)
+            if len(group) >= event["value"]["count"]:
+                masked += self._remask_pieces(group)
+                group = []
+        return masked, len(masked)
+
+    def _remask_pieces(self, pieces: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        in_order = sorted(pieces, key=lambda piece: piece["value"]["index"])
+        whole = "".join(piece["value"]["data"] for piece in in_order)
+        text = CustomEvent.model_validate(self.event(json.loads(whole))).model_dump_json(by_alias=True)
+        if text == whole:
+            return pieces
+        # Each piece keeps its position and index; the masked text is cut into as many parts.
+        size = -(-len(text) // len(in_order))
+        data = {piece["value"]["index"]: text[n * size : (n + 1) * size] for n, piece in enumerate(in_order)}
+        return [{**piece, "value": {**piece["value"], "data": data[piece["value"]["index"]]}} for piece in pieces]
 
     def _custom(self, event: CustomEvent, fragment_id: str) -> list[dict[str, Any]]:
         """A CUSTOM event masked, whole when it fits, else as its fragments."""
