@@ -14,6 +14,7 @@ from . import (
     group_decisions,
     holds,
     starts,
+    what_if,
 )
 from .approvals import (
     ANSWER_REFUSED,
@@ -82,4 +83,5 @@ __all__ = (
     "starts",
     "submit_decisions",
     "tool_parameters_schema",
+    "what_if",
 )

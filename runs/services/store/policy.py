@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import transaction
 
-from runs.harness import ApprovalPolicy, ApprovalRulesCapability, parse_approval_rules
+from runs.harness import ApprovalPolicy, ApprovalRule, ApprovalRulesCapability, parse_approval_rules
 from runs.models import POLICY_VERSION_LIMITS, RETENTION_DAYS_LIMITS, HostPolicy, HostPolicyVersion
 
 TOOL_OWN_REASON = "The tool itself asks for approval."
@@ -51,8 +51,12 @@ def approval_policy(version: HostPolicyVersion | None) -> ApprovalPolicy:
     return ApprovalPolicy(parse_approval_rules(version.approval_rules) if version is not None else ())
 
 
-def approval_capability(version: HostPolicyVersion | None) -> ApprovalRulesCapability:
-    return ApprovalRulesCapability(policy=approval_policy(version))
+def approval_capability(
+    version: HostPolicyVersion | None, *, also: Sequence[ApprovalRule] = ()
+) -> ApprovalRulesCapability:
+    """The version's rules as the engine applies them; `also`: rules of the run's own (a what-if fork's)."""
+    policy = approval_policy(version)
+    return ApprovalRulesCapability(policy=ApprovalPolicy((*policy.rules, *also)) if also else policy)
 
 
 def approval_reason(version: HostPolicyVersion | None, tool_name: str, args: Mapping[str, Any] | None) -> str:

@@ -147,9 +147,11 @@ def _load(run_pk: int) -> tuple[Run, _Start]:
         state, tip = HarnessState.new(thread_id=thread.thread_id), None
     else:
         state, tip = checkpoints.load_chain(start)
-    # The execution's input is already in history once any checkpoint of this execution exists.
+    # The execution's input is already in history once any checkpoint of this execution exists, and in a what-if
+    # fork's, which goes on from a checkpoint of its original's turn.
     continued = start is not None and start.run is not None and start.run.execution_id == run.execution_id
-    text = None if run.reason == RunReason.RESUME or continued else run.execution.input
+    what_if = run.execution.what_if is not None
+    text = None if run.reason == RunReason.RESUME or continued or what_if else run.execution.input
     resume = None if run.deferred_resume is None else decode_resume(run.deferred_resume)
     return run, _Start(state=state, input=text, resume=resume, chain=checkpoints.CheckpointChain(tip))
 
