@@ -55,7 +55,10 @@ from .approvals import SubmissionRejected, check_tool_args, suspended_requests
 from .executions import new_run
 from .forks import fork_thread
 
-__all__ = ("WhatIfRefused", "describe", "start_what_if")
+__all__ = ("MAX_OFFERED", "WhatIfRefused", "describe", "start_points", "start_what_if")
+
+MAX_OFFERED = 200
+_BOUNDARY_LABELS = {"model_request": "before a model request", "tool_execution": "before a tool call"}
 
 _History = Callable[[HarnessState], HarnessState]
 
@@ -74,6 +77,30 @@ def describe(execution: Execution) -> str:
     if execution.what_if is None:
         return ""
     return f"what-if of #{execution.what_if_of_id}: {stored_change(execution.what_if).describe()}"
+
+
+def start_points(execution: Execution) -> list[tuple[int, str]]:
+    """The checkpoints of `execution` a what-if may go on from (the latest `MAX_OFFERED`), as (pk, label): where
+    each was taken and, at a suspension, the calls that awaited an answer there. Read from rows alone, since the
+    execution's page offers them on every view."""
+    rows = list(
+        Checkpoint.objects.filter(run__execution=execution)
+        .select_related("run")
+        .only("pk", "kind", "metadata", "run__number")
+        .order_by("-pk")[:MAX_OFFERED]
+    )
+    awaiting: dict[int, list[str]] = {}
+    for checkpoint_pk, call, tool in DeferredRequest.objects.filter(checkpoint__in=rows).values_list(
+        "checkpoint_id", "tool_call_id", "tool_name"
+    ):
+        awaiting.setdefault(checkpoint_pk, []).append(f"{tool} {call}")
+    offered = []
+    for row in reversed(rows):
+        assert row.run is not None, "filtered by their run's execution"
+        where = _BOUNDARY_LABELS.get(row.metadata.get("boundary", ""), row.kind)
+        calls = f"; awaiting {', '.join(awaiting[row.pk])}" if row.pk in awaiting else ""
+        offered.append((row.pk, f"#{row.pk}: run {row.run.number}, {where}{calls}"))
+    return offered
 
 
 def start_what_if(checkpoint: Checkpoint, change: WhatIfChange, *, user: Any = None) -> Execution:
