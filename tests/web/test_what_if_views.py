@@ -63,6 +63,8 @@ def test_an_operator_forks_with_new_instructions_and_the_fork_links_its_comparis
     compare = f"{reverse('runs:compare')}?a={boundary(original).run_id}&amp;b={first_run.pk}"
     assert f'id="compare-original" class="compare-link" href="{compare}"' in fork_page
     assert "what-if-link" in operator.get(reverse("runs:execution", args=[original.pk])).content.decode()
+    audit = operator.get(reverse("runs:approval_audit"), {"thread": original.thread.pk}).content.decode()
+    assert f"what-if of #{original.pk}: instructions changed" in audit
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,7 @@ from ..store.what_if import (
     ToolResultChange,
     WhatIfChange,
     WhatIfRefused,
-    stored_change,
+    describe,
 )
 from ..timeline.publishing import publish_execution_status
 from .approvals import SubmissionRejected, check_tool_args, suspended_requests
@@ -70,13 +70,6 @@ class _Plan:
     edit: _History | None = None
     version: HostPolicyVersion | None = None
     resume: DeferredToolResume | None = None
-
-
-def describe(execution: Execution) -> str:
-    """ "what-if of #N: instructions changed", for pages and the audit; empty for an execution that is none."""
-    if execution.what_if is None:
-        return ""
-    return f"what-if of #{execution.what_if_of_id}: {stored_change(execution.what_if).describe()}"
 
 
 def start_points(execution: Execution) -> list[tuple[int, str]]:

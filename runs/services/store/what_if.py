@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
 
+from runs.models import Execution
+
 __all__ = (
     "ApprovalChange",
     "ArgumentsChange",
@@ -24,6 +26,7 @@ __all__ = (
     "WhatIfChange",
     "WhatIfRefused",
     "applied_to_snapshot",
+    "describe",
     "parse_change",
     "stored_change",
 )
@@ -141,6 +144,14 @@ def parse_change(data: Mapping[str, Any]) -> WhatIfChange:
 def stored_change(value: Mapping[str, Any]) -> WhatIfChange:
     """A change as stored on an execution (`Execution.what_if`), read back."""
     return _ADAPTER.validate_python(dict(value))
+
+
+def describe(execution: Execution) -> str:
+    """What a what-if fork changed, as pages and the audit say it ("what-if of #N: instructions changed"); empty
+    for an execution that is none."""
+    if execution.what_if is None:
+        return ""
+    return f"what-if of #{execution.what_if_of_id}: {stored_change(execution.what_if).describe()}"
 
 
 def applied_to_snapshot(snapshot: Mapping[str, Any], change: Mapping[str, Any] | None) -> dict[str, Any]:
