@@ -23,7 +23,7 @@ from runs.services.lifecycle import executions, what_if
 from runs.services.lifecycle.approvals import Answer, pending_requests, submit_decisions
 from runs.services.store import checkpoints
 from runs.services.store.policy import publish_policy_version
-from runs.services.store.what_if import WhatIfRefused, parse_change
+from runs.services.store.what_if import WhatIfRefused, applied_to_snapshot, parse_change
 from tests.support import factories
 from tests.support.bundles import drive
 
@@ -283,3 +283,31 @@ def test_the_same_verdict_again_is_no_change(approver):
 def test_a_second_change_or_a_malformed_one_is_refused(data, message):
     with pytest.raises(WhatIfRefused, match=message):
         parse_change(data)
+
+
+LOCAL = {
+    "name": "local",
+    "model": "openai-chat:llama3.2",
+    "base_url": "http://127.0.0.1:11434/v1",
+    "instructions": "Hi",
+}
+
+
+@pytest.mark.parametrize(
+    ("model", "base_url"),
+    [("openai-chat:qwen3", LOCAL["base_url"]), ("anthropic:claude-sonnet-4-5", ""), ("test", "")],
+)
+def test_another_model_stays_on_the_profiles_server_only_where_its_provider_takes_one(model, base_url):
+    snapshot = applied_to_snapshot(LOCAL, {"kind": "model", "model": model})
+
+    assert snapshot == {**LOCAL, "model": model, "base_url": base_url}
+
+
+def test_a_what_if_whose_original_was_purged_still_says_what_changed():
+    original = recorded("hello there")
+    forked = fork(first_boundary(original), kind="instructions", instructions="Be brief.")
+
+    Execution.objects.filter(pk=original.pk).delete()
+    forked.refresh_from_db()
+
+    assert what_if.describe(forked) == "what-if of a purged execution: instructions changed"

@@ -38,7 +38,7 @@ from runs.models import (
 )
 
 from ..store import checkpoints, toolbox
-from ..store.providers import ModelChoice, model_problems
+from ..store.providers import model_problems
 from ..store.what_if import (
     ApprovalChange,
     ArgumentsChange,
@@ -49,6 +49,7 @@ from ..store.what_if import (
     WhatIfChange,
     WhatIfRefused,
     describe,
+    model_choice,
 )
 from ..timeline.publishing import publish_execution_status
 from .approvals import SubmissionRejected, check_tool_args, suspended_requests
@@ -150,7 +151,8 @@ def _plan(change: WhatIfChange, checkpoint: Checkpoint, state: HarnessState, ori
                 raise WhatIfRefused("These are the profile's instructions as they are: nothing would change.")
             return _Plan()
         case ModelChange():
-            problems = model_problems(ModelChoice(change.model, "", original.thread.profile.name))
+            profile = original.thread.profile
+            problems = model_problems(model_choice(change, profile.base_url, profile.name))
             if problems:
                 raise WhatIfRefused(f"The model {change.model!r} cannot run on this Host: {' '.join(problems)}")
             return _Plan()

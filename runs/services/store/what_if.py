@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, Valid
 
 from runs.models import Execution
 
+from .providers import ModelChoice
+
 __all__ = (
     "ApprovalChange",
     "ArgumentsChange",
@@ -27,6 +29,7 @@ __all__ = (
     "WhatIfRefused",
     "applied_to_snapshot",
     "describe",
+    "model_choice",
     "parse_change",
     "stored_change",
 )
@@ -151,7 +154,9 @@ def describe(execution: Execution) -> str:
     for an execution that is none."""
     if execution.what_if is None:
         return ""
-    return f"what-if of #{execution.what_if_of_id}: {stored_change(execution.what_if).describe()}"
+    # Retention may have purged the original since (the link is then null).
+    original = f"#{execution.what_if_of_id}" if execution.what_if_of_id is not None else "a purged execution"
+    return f"what-if of {original}: {stored_change(execution.what_if).describe()}"
 
 
 def applied_to_snapshot(snapshot: Mapping[str, Any], change: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -163,7 +168,13 @@ def applied_to_snapshot(snapshot: Mapping[str, Any], change: Mapping[str, Any] |
     if isinstance(parsed, InstructionsChange):
         result["instructions"] = parsed.instructions
     elif isinstance(parsed, ModelChange):
-        result["model"] = parsed.model
-        # A different model never borrows the profile's server address (nor the key that goes with it).
-        result["base_url"] = ""
+        choice = model_choice(parsed, result.get("base_url", ""), result.get("name", ""))
+        result["model"], result["base_url"] = choice.model, choice.base_url
     return result
+
+
+def model_choice(change: ModelChange, base_url: str, profile: str) -> ModelChoice:
+    """The model a what-if runs: on the profile's server when its provider takes one (another model there), else
+    on the provider's own."""
+    spec = ModelChoice(change.model).spec
+    return ModelChoice(change.model, base_url if spec is not None and spec.accepts_base_url else "", profile)
