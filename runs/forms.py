@@ -135,17 +135,17 @@ class WhatIfForm(StartForm):
             fields["tool_call_id"] = data.get("tool_call_id", "")
         try:
             if kind == "tool_result":
-                fields["result"] = json.loads(value)
+                fields["result"] = _json_field(value, "New value", "tool result")
             elif kind == "arguments":
-                fields["args"] = json.loads(value)
+                fields["args"] = _json_field(value, "New value", "arguments")
             elif kind == "approval":
                 fields.update(verdict=data.get("verdict") or None, message=data.get("message", ""))
             elif kind == "policy_version":
                 fields["number"] = value.strip()
             else:
                 fields[kind] = value
-        except json.JSONDecodeError as exc:
-            self.add_error("value", f"Write the value as JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).")
+        except SubmissionRejected as refused:
+            self.add_error("value", refused.message)
             return data
         try:
             data["change"] = parse_change(fields)

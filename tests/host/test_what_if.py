@@ -278,6 +278,7 @@ def test_the_same_verdict_again_is_no_change(approver):
         ({"kind": "everything"}, "Choose what the what-if changes"),
         ({"kind": "approval", "tool_call_id": "c", "verdict": "maybe"}, "verdict"),
         ({"kind": "policy_version", "number": 0}, "number"),
+        ({"kind": "tool_result", "tool_call_id": "c", "result": float("nan")}, "not JSON"),
     ],
 )
 def test_a_second_change_or_a_malformed_one_is_refused(data, message):

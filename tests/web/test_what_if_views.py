@@ -70,7 +70,8 @@ def test_an_operator_forks_with_new_instructions_and_the_fork_links_its_comparis
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"kind": "tool_result", "tool_call_id": "c", "value": "{not json"}, "Write the value as JSON"),
+        ({"kind": "tool_result", "tool_call_id": "c", "value": "{not json"}, "the tool result is not valid JSON"),
+        ({"kind": "arguments", "tool_call_id": "c", "value": '{"version": NaN}'}, "NaN is not JSON"),
         ({"kind": "model", "value": "nowhere:model-9"}, "Unknown provider"),
         ({"kind": "policy_version", "value": "77"}, "has no version 77"),
         ({"kind": "arguments", "tool_call_id": "c", "value": json.dumps({"version": "1"})}, "did not await approval"),

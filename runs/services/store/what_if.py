@@ -9,6 +9,7 @@ what they do to a run's frozen profile.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -135,6 +136,11 @@ def parse_change(data: Mapping[str, Any]) -> WhatIfChange:
         raise WhatIfRefused(
             f"A what-if changes exactly one thing; this one also changes: {', '.join(others)}. Make one fork each."
         )
+    try:
+        # The database's JSON refuses what Python's reads beyond JSON (NaN, Infinity).
+        json.dumps(dict(data), allow_nan=False)
+    except (TypeError, ValueError):
+        raise WhatIfRefused(f"The {kind} change holds a value that is not JSON (NaN, Infinity or an object).") from None
     try:
         return _ADAPTER.validate_python(dict(data))
     except ValidationError as exc:
