@@ -22,6 +22,7 @@ from runs.models import (
 from runs.services.lifecycle import executions, what_if
 from runs.services.lifecycle.approvals import Answer, pending_requests, submit_decisions
 from runs.services.store import checkpoints
+from runs.services.store.agents import WHAT_IF_REASON
 from runs.services.store.policy import publish_policy_version
 from runs.services.store.what_if import WhatIfRefused, applied_to_snapshot, parse_change
 from tests.support import factories
@@ -200,7 +201,7 @@ def test_a_side_effect_the_policy_lets_run_waits_for_approval_in_a_what_if():
 
     assert forked.status == "waiting"
     (asked,) = pending_requests(forked)
-    assert asked.tool_name == "slow_step"
+    assert asked.tool_name == "slow_step" and asked.reason == WHAT_IF_REASON
     assert forked.runs.get().status == RunStatus.SUSPENDED
 
 

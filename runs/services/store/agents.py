@@ -14,7 +14,7 @@ from . import toolbox
 from .policy import approval_capability
 from .providers import ModelChoice, build_model
 
-__all__ = ("WHAT_IF_REASON", "build_executable", "profile_snapshot", "side_effect_guard")
+__all__ = ("WHAT_IF_REASON", "build_executable", "profile_snapshot", "run_rules", "side_effect_guard")
 
 
 def profile_snapshot(profile: AgentProfile) -> dict[str, Any]:
@@ -40,10 +40,17 @@ def side_effect_guard(tools: list[Tool[Any]]) -> list[ApprovalRule]:
     ]
 
 
+def run_rules(run: Run, tools: list[Tool[Any]] | None = None) -> list[ApprovalRule]:
+    """The approval rules of the run's own, beside its policy's: a what-if's side-effect guard."""
+    if run.execution.what_if is None:
+        return []
+    return side_effect_guard(toolbox.resolve(run.profile_snapshot.get("enabled_tools", [])) if tools is None else tools)
+
+
 def build_executable(run: Run, *, extra_capabilities: list[AbstractCapability[Any]]) -> ExecutableAgent[Any]:
     snapshot = run.profile_snapshot
     tools = toolbox.resolve(snapshot.get("enabled_tools", []))
-    guard = side_effect_guard(tools) if run.execution.what_if is not None else []
+    guard = run_rules(run, tools)
     definition: AgentDefinition[Any] = AgentDefinition(
         name=snapshot["name"],
         model=build_model(ModelChoice(snapshot["model"], snapshot.get("base_url", ""), snapshot["name"])),

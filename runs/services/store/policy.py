@@ -59,9 +59,16 @@ def approval_capability(
     return ApprovalRulesCapability(policy=ApprovalPolicy((*policy.rules, *also)) if also else policy)
 
 
-def approval_reason(version: HostPolicyVersion | None, tool_name: str, args: Mapping[str, Any] | None) -> str:
-    """Why a deferred approval was asked for: the reason of the first rule matching this call."""
-    rule = approval_policy(version).matching_rule(tool_name, args or {})
+def approval_reason(
+    version: HostPolicyVersion | None,
+    tool_name: str,
+    args: Mapping[str, Any] | None,
+    *,
+    also: Sequence[ApprovalRule] = (),
+) -> str:
+    """Why a deferred approval was asked for: the reason of the first rule matching this call (`also`: the run's
+    own rules, after the policy's)."""
+    rule = ApprovalPolicy((*approval_policy(version).rules, *also)).matching_rule(tool_name, args or {})
     return rule.reason_text if rule is not None else TOOL_OWN_REASON
 
 

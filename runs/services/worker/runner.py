@@ -56,7 +56,7 @@ from runs.models import (
 from ..lifecycle.cancellation import drop_unseen_request
 from ..lifecycle.children import answer_parent, start_children
 from ..store import checkpoints, leases
-from ..store.agents import build_executable
+from ..store.agents import build_executable, run_rules
 from ..store.host_events import HostEvent, announce
 from ..store.leases import Lease, LeaseLost
 from ..store.policy import approval_reason, expiry_for
@@ -354,11 +354,13 @@ def _deferred_requests(run: Run, result: HarnessRunResult[Any], checkpoint: Any)
     assert deferred is not None
     now = timezone.now()
     policy_version = run.policy_version
+    own_rules = run_rules(run)
 
     def request(entry: DeferredToolCall, kind: DeferredKind) -> DeferredRequest:
         call = entry.target_call
         args = call.args_as_dict()
-        reason = approval_reason(policy_version, call.tool_name, args) if kind == DeferredKind.APPROVAL else ""
+        approval = kind == DeferredKind.APPROVAL
+        reason = approval_reason(policy_version, call.tool_name, args, also=own_rules) if approval else ""
         return DeferredRequest(
             execution_id=run.execution_id,
             run=run,
