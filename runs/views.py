@@ -410,8 +410,10 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _what_if_form(request: HttpRequest, execution: Execution) -> WhatIfForm | None:
-    """The "What if…" form, for a role that may fork, when the execution has checkpoints to go on from."""
-    if not access.can(request.user, Action.FORK, execution):
+    """The "What if…" form, for a role that may fork, when the execution has checkpoints to go on from (a redacted
+    import's hold no states)."""
+    imported = execution.thread.imported_by
+    if not access.can(request.user, Action.FORK, execution) or (imported and imported.mode == BundleMode.REDACTED):
         return None
     points = what_if.start_points(execution)
     if not points:
