@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0020_bulk_recover"),
+        ("runs", "0021_admin"),
     ]
 
     operations = [
