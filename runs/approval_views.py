@@ -46,7 +46,7 @@ from runs.services.lifecycle import (
 )
 from runs.services.lifecycle.group_decisions import GROUP_VERDICTS, Outcome
 from runs.services.reports import audit_rows, csv_lines
-from runs.services.store import queueing
+from runs.services.store import queueing, what_if
 from runs.services.store.access import get_visible_or_404
 from runs.services.timeline import redactor_for
 
@@ -357,7 +357,7 @@ def _safe_next(request: HttpRequest, candidate: str | None) -> str | None:
 
 @login_required
 def audit(request: HttpRequest) -> HttpResponse:
-    """Decisions, cancellations and policy versions, newest first, filtered by thread, user and date."""
+    """Decisions, cancellations, what-if forks and policy versions, newest first, filtered by thread, user and date."""
     form = AuditFilterForm(request.GET or None, viewer=request.user)
     filters = form.filters()
     return render(
@@ -368,6 +368,7 @@ def audit(request: HttpRequest) -> HttpResponse:
             "rows": audit_rows(filters.decisions()[:AUDIT_ROWS]),
             "cancellations": filters.cancellations()[:AUDIT_ROWS],
             "dropped_cancel_requests": filters.dropped_cancel_requests()[:AUDIT_ROWS],
+            "what_ifs": [(fork, what_if.describe(fork)) for fork in filters.what_ifs()[:AUDIT_ROWS]],
             "versions": filters.versions()[:AUDIT_ROWS],
             "export_query": request.GET.urlencode(),
         },

@@ -25,7 +25,16 @@ from runs.services.lifecycle import (
     awaiting_approval,
 )
 from runs.services.reports import WAITING_FOR, AuditFilters, Cursor, ExecutionFilters
-from runs.services.store import ModelChoice, access, base_url_problem, model_problems, profile_key_variable, toolbox
+from runs.services.store import (
+    ModelChoice,
+    WhatIfRefused,
+    access,
+    base_url_problem,
+    model_problems,
+    parse_change,
+    profile_key_variable,
+    toolbox,
+)
 from runs.services.timeline import THREAD_STATUSES
 from runs.validators import MAX_DB_INTEGER, MAX_INPUT_CHARS, multi_line_text, single_line_text, unstorable_json
 
@@ -78,6 +87,71 @@ class NewExecutionForm(StartForm):
 
 class ForkForm(StartForm):
     title = _title_field()
+
+
+WHAT_IF_KINDS = (
+    ("tool_result", "a tool result"),
+    ("approval", "an approval decision"),
+    ("arguments", "a deferred call's arguments"),
+    ("instructions", "the profile's instructions"),
+    ("model", "the model"),
+    ("policy_version", "the policy version"),
+)
+
+
+class WhatIfForm(StartForm):
+    """One what-if: the checkpoint (`checkpoints`: those offered), what it changes, and the one value that changes.
+
+    `value` is JSON for a tool result or arguments, a number for a policy version and text otherwise; an approval
+    takes a verdict (and a message for a denial) instead. Cleans to `change`, checked by `parse_change`.
+    """
+
+    checkpoint = forms.TypedChoiceField(coerce=int)
+    kind = forms.ChoiceField(choices=WHAT_IF_KINDS)
+    tool_call_id = forms.CharField(required=False, max_length=200, validators=[single_line_text])
+    value = forms.CharField(
+        required=False,
+        max_length=MAX_INPUT_CHARS,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        validators=[multi_line_text],
+    )
+    verdict = forms.ChoiceField(required=False, choices=[("", "—"), ("approve", "approve"), ("deny", "deny")])
+    message = forms.CharField(required=False, max_length=MAX_MESSAGE_CHARS, validators=[single_line_text])
+
+    def __init__(self, *args: Any, checkpoints: list[tuple[int, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["checkpoint"]
+        assert isinstance(field, forms.TypedChoiceField)
+        field.choices = checkpoints
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        kind = data.get("kind")
+        if kind is None or self.errors:
+            return data
+        value: str = data.get("value", "")
+        fields: dict[str, Any] = {"kind": kind}
+        if kind in ("tool_result", "approval", "arguments"):
+            fields["tool_call_id"] = data.get("tool_call_id", "")
+        try:
+            if kind == "tool_result":
+                fields["result"] = _json_field(value, "New value", "tool result")
+            elif kind == "arguments":
+                fields["args"] = _json_field(value, "New value", "arguments")
+            elif kind == "approval":
+                fields.update(verdict=data.get("verdict") or None, message=data.get("message", ""))
+            elif kind == "policy_version":
+                fields["number"] = value.strip()
+            else:
+                fields[kind] = value
+        except SubmissionRejected as refused:
+            self.add_error("value", refused.message)
+            return data
+        try:
+            data["change"] = parse_change(fields)
+        except WhatIfRefused as refused:
+            self.add_error(None, refused.message)
+        return data
 
 
 class ThreadSearchForm(forms.Form):

@@ -299,6 +299,19 @@ class Execution(models.Model):
         blank=True,
         help_text="A replay's first divergence: step, kind, expected and asked; null when equal.",
     )
+    what_if_of = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="what_ifs",
+        help_text="The execution this one is a what-if fork of (forked from one of its checkpoints).",
+    )
+    what_if = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The one thing a what-if fork changed (`runs.services.store.what_if`); null otherwise.",
+    )
     # On hold: retention keeps it (and, for a thread, all its executions) whatever the policy says.
     held_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -1,7 +1,7 @@
 from django.urls import path
 from django.views.generic import RedirectView
 
-from runs import approval_urls, bulk_views, hold_views, views
+from runs import approval_urls, bulk_views, hold_views, views, what_if_views
 
 app_name = "runs"
 
@@ -24,6 +24,7 @@ urlpatterns = [
     path("executions/<pk:pk>/cancel/", views.cancel_execution, name="cancel_execution"),
     path("executions/<pk:pk>/recover/", views.recover_execution, name="recover_execution"),
     path("executions/<pk:pk>/bundle/", views.export_bundle, name="export_bundle"),
+    path("executions/<pk:pk>/what-if/", what_if_views.make_what_if, name="what_if"),
     path("executions/<pk:execution_pk>/events/<pk:position>/", views.event_detail, name="event"),
     path("runs/<pk:pk>/", views.run_detail, name="run"),
     path("compare/", views.compare, name="compare"),

@@ -35,6 +35,7 @@ from runs.forms import (
     SavedViewForm,
     ThreadSearchForm,
     UsageForm,
+    WhatIfForm,
 )
 from runs.models import (
     ACTIVE_EXECUTION_STATUSES,
@@ -57,6 +58,7 @@ from runs.services.lifecycle import (
     executions,
     failed_recovery,
     starts,
+    what_if,
 )
 from runs.services.reports import (
     costs,
@@ -391,6 +393,8 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "may_export_full": request.user.has_perm(bundle_export.FULL_EXPORT_PERMISSION),
             "usage": costs.usage_of(execution.runs.all()),
             "compare_with": run_comparison.suggestions(execution, runs),
+            "what_if": what_if.describe(execution),
+            "what_if_form": _what_if_form(request, execution),
             # Host-managed children this execution's runs started, each on its own thread.
             "children": Execution.objects.filter(parent_request__execution=execution)
             .select_related("thread", "parent_request")
@@ -403,6 +407,18 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
             .first(),
         },
     )
+
+
+def _what_if_form(request: HttpRequest, execution: Execution) -> WhatIfForm | None:
+    """The "What if…" form, for a role that may fork, when the execution has checkpoints to go on from (a redacted
+    import's hold no states)."""
+    imported = execution.thread.imported_by
+    if not access.can(request.user, Action.FORK, execution) or (imported and imported.mode == BundleMode.REDACTED):
+        return None
+    points = what_if.start_points(execution)
+    if not points:
+        return None
+    return WhatIfForm(initial={"checkpoint": points[-1][0]}, checkpoints=points)
 
 
 def _purged_page(

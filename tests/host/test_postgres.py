@@ -58,6 +58,8 @@ FEATURE_TESTS = [
     "tests/host/test_replay.py",
     # The compare view reads two runs' events and usage across executions, teams scoped.
     "tests/host/test_run_comparison.py",
+    # A what-if writes its fork, edited checkpoint and queued run in one transaction and stores its change as JSON.
+    "tests/host/test_what_if.py",
     # Recovering a failed execution locks its thread's row, then its own (of=self), as starting one does.
     "tests/host/test_failed_recovery.py",
     # Retention deletes in chunks by id lists, locks executions `of=("self",)` and sums Length() of JSON cast to text.

@@ -199,6 +199,8 @@ SURFACES: dict[str, Surface | None] = {
     "runs:export_bundle": Surface(
         "post", lambda w: reverse("runs:export_bundle", args=[w.suspended.execution.pk]), _each(302)
     ),
+    # A what-if is a fork: an operator's; without a change the form is refused (400).
+    "runs:what_if": Surface("post", lambda w: reverse("runs:what_if", args=[w.suspended.execution.pk]), OPERATE),
     "runs:event": Surface("get", lambda w: reverse("runs:event", args=[w.suspended.execution.pk, 1]), _each(200)),
     "runs:run": Surface("get", lambda w: reverse("runs:run", args=[w.run_pk]), _each(200)),
     # Two runs of team A, one of them by its run id: another team's user gets the 404 of a run that is not there.

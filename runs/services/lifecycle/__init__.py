@@ -15,6 +15,7 @@ from . import (
     holds,
     remasking,
     starts,
+    what_if,
 )
 from .approvals import (
     ANSWER_REFUSED,
@@ -84,4 +85,5 @@ __all__ = (
     "starts",
     "submit_decisions",
     "tool_parameters_schema",
+    "what_if",
 )

@@ -422,7 +422,7 @@ def _check_size(label: str, what: str, value: Any) -> None:
         )
 
 
-def _suspended_requests(run_id: int) -> PendingDeferredCalls:
+def suspended_requests(run_id: int) -> PendingDeferredCalls:
     """The exact requests the suspended run returned, from its terminal journal item."""
     entry = JournalEntry.objects.filter(run_id=run_id, kind="result.suspended").order_by("-index").first()
     event = decoded(entry) if entry is not None else None
@@ -471,7 +471,7 @@ def _record(
     resume the execution if that completed the set."""
     if len({request.run_id for request in requests}) != 1:
         raise SubmissionRejected("The requests answered together must be of one suspended run.", code="stale")
-    deferred = _suspended_requests(requests[0].run_id)
+    deferred = suspended_requests(requests[0].run_id)
     known = {entry.target_call.tool_call_id for entry in deferred.entries()}
     if not {request.tool_call_id for request in requests} <= known:
         raise SubmissionRejected(

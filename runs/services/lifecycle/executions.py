@@ -25,12 +25,14 @@ from runs.models import (
     RunReason,
     Team,
     Thread,
+    ToolRecovery,
 )
 
 from ..store import checkpoints
 from ..store.agents import profile_snapshot
 from ..store.policy import publish_policy_version
 from ..store.queueing import enqueue_run
+from ..store.what_if import applied_to_snapshot
 from ..timeline.publishing import publish_execution_status
 from ..timeline.redaction import redactor_for
 
@@ -102,9 +104,10 @@ def new_run(
     attempt: int = 1,
     start_checkpoint: Any = None,
     deferred_resume: DeferredToolResume | None = None,
+    tool_recovery: ToolRecovery | None = None,
 ) -> Run:
-    """Inside a transaction: the execution's next Run, frozen to its policy version and profile; its job is
-    sent after the commit."""
+    """Inside a transaction: the execution's next Run, frozen to its policy version and profile (as a what-if
+    changed it); its job is sent after the commit. `tool_recovery`: instead of the policy's."""
     number = (execution.runs.aggregate(last=Max("number"))["last"] or 0) + 1
     policy_version = execution.policy_version
     run = Run.objects.create(
@@ -113,9 +116,9 @@ def new_run(
         reason=reason,
         previous_run=previous,
         attempt=attempt,
-        tool_recovery=policy_version.tool_recovery,
+        tool_recovery=tool_recovery or policy_version.tool_recovery,
         policy_version=policy_version,
-        profile_snapshot=profile_snapshot(execution.thread.profile),
+        profile_snapshot=applied_to_snapshot(profile_snapshot(execution.thread.profile), execution.what_if),
         start_checkpoint=start_checkpoint,
         deferred_resume=None if deferred_resume is None else encode_resume(deferred_resume),
     )

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
 
-from runs.harness import new_thread_id
+from runs.harness import HarnessState, new_thread_id
 from runs.models import BundleMode, Checkpoint, CheckpointKind, Thread
 
 from ..store import checkpoints
@@ -15,8 +16,15 @@ from .executions import masked_title
 __all__ = ("fork_thread",)
 
 
-def fork_thread(checkpoint: Checkpoint, *, title: str = "", user: Any = None) -> Thread:
-    """A new Thread whose selected checkpoint is `state.fork()` of `checkpoint` (digest checked first).
+def fork_thread(
+    checkpoint: Checkpoint,
+    *,
+    title: str = "",
+    user: Any = None,
+    edit: Callable[[HarnessState], HarnessState] | None = None,
+) -> Thread:
+    """A new Thread whose selected checkpoint is `state.fork()` of `checkpoint` (digest checked first), changed by
+    `edit` if given (a what-if's edited history).
 
     The fork keeps history and capability namespaces and drops environment state; it records its origin in
     `forked_from` and in the fork checkpoint's metadata (with who forked it). No execution is started.
@@ -27,6 +35,8 @@ def fork_thread(checkpoint: Checkpoint, *, title: str = "", user: Any = None) ->
             "this thread was imported from a redacted bundle, which holds no states: there is nothing to fork from"
         )
     state = checkpoints.load(checkpoint).fork(thread_id=new_thread_id())
+    if edit is not None:
+        state = edit(state)
     with transaction.atomic():
         thread = Thread.objects.create(
             thread_id=state.thread_id,

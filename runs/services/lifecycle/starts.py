@@ -18,10 +18,21 @@ from django.db import IntegrityError, transaction
 from runs.models import AgentProfile, Checkpoint, Execution, StartSubmission, Thread
 
 from ..store.start_limits import count_start
+from ..store.what_if import WhatIfChange
 from .executions import ExecutionBusy, ReadOnlyThread, create_thread, start_execution
 from .forks import fork_thread
+from .what_if import start_what_if
 
-__all__ = ("MAX_KEY_LENGTH", "StartRefused", "Started", "earlier_post", "fork", "new_execution", "new_thread")
+__all__ = (
+    "MAX_KEY_LENGTH",
+    "StartRefused",
+    "Started",
+    "earlier_post",
+    "fork",
+    "new_execution",
+    "new_thread",
+    "what_if",
+)
 
 MAX_KEY_LENGTH = 100
 
@@ -68,6 +79,17 @@ def new_execution(key: str, user: Any, *, thread: Thread, input: str) -> Started
 def fork(key: str, user: Any, *, checkpoint: Checkpoint, title: str) -> Started:
     """A new thread continuing from `checkpoint`; `checkpoints.CheckpointError` if it cannot be loaded."""
     return _once(key, user, lambda: (fork_thread(checkpoint, title=title, user=user), None))
+
+
+def what_if(key: str, user: Any, *, checkpoint: Checkpoint, change: WhatIfChange) -> Started:
+    """A what-if fork of `checkpoint` with its one `change`, queued; `WhatIfRefused` if it cannot be made."""
+
+    def create() -> tuple[Thread, Execution | None]:
+        count_start(user.pk)
+        execution = start_what_if(checkpoint, change, user=user)
+        return execution.thread, execution
+
+    return _once(key, user, create)
 
 
 def _once(key: str, user: Any, create: Callable[[], tuple[Thread, Execution | None]]) -> Started:

@@ -1,5 +1,5 @@
-"""The audit: decisions, cancellations (and cancel requests dropped because the run suspended first) and
-policy versions, filtered alike for the page and the CSV export.
+"""The audit: decisions, cancellations (and cancel requests dropped because the run suspended first), what-if forks
+and policy versions, filtered alike for the page and the CSV export.
 
 Decisions show the values of runs (arguments, results, messages), so every such value passes through the
 redaction of its execution's policy version (`AuditRow`), on the page and in the export alike.
@@ -15,7 +15,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Any, TypeVar
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import Model, QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.utils import timezone
 
 from runs.models import Decision, DeferredKind, DroppedCancelRequest, Execution, HostPolicyVersion, Run, Thread
@@ -79,6 +79,19 @@ class AuditFilters:
         if self.user is not None:
             dropped = dropped.filter(requested_by=self.user)
         return self._visible(dropped.filter(**self._between("requested_at")))
+
+    def what_ifs(self) -> QuerySet[Execution]:
+        """What-if forks made (by the user filtered for), of or on the thread filtered for."""
+        forks = (
+            Execution.objects.filter(what_if__isnull=False)
+            .select_related("thread", "created_by")
+            .order_by("-created_at", "-id")
+        )
+        if self.thread is not None:
+            forks = forks.filter(Q(thread=self.thread) | Q(what_if_of__thread=self.thread))
+        if self.user is not None:
+            forks = forks.filter(created_by=self.user)
+        return self._visible(forks.filter(**self._between("created_at")))
 
     def versions(self) -> QuerySet[HostPolicyVersion]:
         if self.thread is not None:

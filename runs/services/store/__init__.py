@@ -1,10 +1,23 @@
 """The bottom layer: what a run is built from and written to, importing no other services.
 
 Leases, row inserts, the journal and checkpoints; the RQ queue; login sessions read outside their request; users'
-saved views; policy versions, the tool registry, model providers and the agent a run builds from them.
+saved views; policy versions, the tool registry, model providers and the agent a run builds from them; what a
+what-if fork changes.
 """
 
-from . import access, bundle_format, checkpoints, journal, leases, policy, queueing, saved_views, start_limits, toolbox
+from . import (
+    access,
+    bundle_format,
+    checkpoints,
+    journal,
+    leases,
+    policy,
+    queueing,
+    saved_views,
+    start_limits,
+    toolbox,
+    what_if,
+)
 from .login_sessions import session_store, session_user_pk
 from .policy import (
     POLICY_VERSION_FIELDS,
@@ -17,6 +30,7 @@ from .policy import (
 from .providers import DEMO_MODEL, PROVIDERS, ModelChoice, base_url_problem, model_problems, profile_key_variable
 from .queueing import queue_reachable
 from .start_limits import StartLimited
+from .what_if import WhatIfChange, WhatIfRefused, parse_change
 
 __all__ = (
     "DEMO_MODEL",
@@ -24,6 +38,8 @@ __all__ = (
     "PROVIDERS",
     "ModelChoice",
     "StartLimited",
+    "WhatIfChange",
+    "WhatIfRefused",
     "access",
     "approval_capability",
     "approval_reason",
@@ -34,6 +50,7 @@ __all__ = (
     "journal",
     "leases",
     "model_problems",
+    "parse_change",
     "parse_redact_patterns",
     "policy",
     "profile_key_variable",
@@ -45,4 +62,5 @@ __all__ = (
     "session_user_pk",
     "start_limits",
     "toolbox",
+    "what_if",
 )

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import transaction
 
-from runs.harness import ApprovalPolicy, ApprovalRulesCapability, parse_approval_rules
+from runs.harness import ApprovalPolicy, ApprovalRule, ApprovalRulesCapability, parse_approval_rules
 from runs.models import POLICY_VERSION_LIMITS, RETENTION_DAYS_LIMITS, HostPolicy, HostPolicyVersion
 
 TOOL_OWN_REASON = "The tool itself asks for approval."
@@ -51,13 +51,24 @@ def approval_policy(version: HostPolicyVersion | None) -> ApprovalPolicy:
     return ApprovalPolicy(parse_approval_rules(version.approval_rules) if version is not None else ())
 
 
-def approval_capability(version: HostPolicyVersion | None) -> ApprovalRulesCapability:
-    return ApprovalRulesCapability(policy=approval_policy(version))
+def approval_capability(
+    version: HostPolicyVersion | None, *, also: Sequence[ApprovalRule] = ()
+) -> ApprovalRulesCapability:
+    """The version's rules as the engine applies them; `also`: rules of the run's own (a what-if fork's)."""
+    policy = approval_policy(version)
+    return ApprovalRulesCapability(policy=ApprovalPolicy((*policy.rules, *also)) if also else policy)
 
 
-def approval_reason(version: HostPolicyVersion | None, tool_name: str, args: Mapping[str, Any] | None) -> str:
-    """Why a deferred approval was asked for: the reason of the first rule matching this call."""
-    rule = approval_policy(version).matching_rule(tool_name, args or {})
+def approval_reason(
+    version: HostPolicyVersion | None,
+    tool_name: str,
+    args: Mapping[str, Any] | None,
+    *,
+    also: Sequence[ApprovalRule] = (),
+) -> str:
+    """Why a deferred approval was asked for: the reason of the first rule matching this call (`also`: the run's
+    own rules, after the policy's)."""
+    rule = ApprovalPolicy((*approval_policy(version).rules, *also)).matching_rule(tool_name, args or {})
     return rule.reason_text if rule is not None else TOOL_OWN_REASON
 
 

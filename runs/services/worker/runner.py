@@ -56,7 +56,7 @@ from runs.models import (
 from ..lifecycle.cancellation import drop_unseen_request
 from ..lifecycle.children import answer_parent, start_children
 from ..store import checkpoints, leases
-from ..store.agents import build_executable
+from ..store.agents import build_executable, run_rules
 from ..store.host_events import HostEvent, announce
 from ..store.leases import Lease, LeaseLost
 from ..store.policy import approval_reason, expiry_for
@@ -147,9 +147,11 @@ def _load(run_pk: int) -> tuple[Run, _Start]:
         state, tip = HarnessState.new(thread_id=thread.thread_id), None
     else:
         state, tip = checkpoints.load_chain(start)
-    # The execution's input is already in history once any checkpoint of this execution exists.
+    # The execution's input is already in history once any checkpoint of this execution exists, and in a what-if
+    # fork's, which goes on from a checkpoint of its original's turn.
     continued = start is not None and start.run is not None and start.run.execution_id == run.execution_id
-    text = None if run.reason == RunReason.RESUME or continued else run.execution.input
+    what_if = run.execution.what_if is not None
+    text = None if run.reason == RunReason.RESUME or continued or what_if else run.execution.input
     resume = None if run.deferred_resume is None else decode_resume(run.deferred_resume)
     return run, _Start(state=state, input=text, resume=resume, chain=checkpoints.CheckpointChain(tip))
 
@@ -353,11 +355,13 @@ def _deferred_requests(run: Run, result: HarnessRunResult[Any], checkpoint: Any)
     assert deferred is not None
     now = timezone.now()
     policy_version = run.policy_version
+    own_rules = run_rules(run)
 
     def request(entry: DeferredToolCall, kind: DeferredKind) -> DeferredRequest:
         call = entry.target_call
         args = call.args_as_dict()
-        reason = approval_reason(policy_version, call.tool_name, args) if kind == DeferredKind.APPROVAL else ""
+        approval = kind == DeferredKind.APPROVAL
+        reason = approval_reason(policy_version, call.tool_name, args, also=own_rules) if approval else ""
         return DeferredRequest(
             execution_id=run.execution_id,
             run=run,
