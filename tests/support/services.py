@@ -227,7 +227,7 @@ class DaphneServer(ManagedProcess):
                 "127.0.0.1",
                 "-p",
                 str(self.port),
-                "harness_site.asgi:application",
+                "tests.support.live_asgi:application",
             ],
             env,
         )
