@@ -76,3 +76,11 @@ def test_a_size_change_counts_every_pixel_outside_the_other_picture():
     result = compare(small, large, threshold=32)
     assert (result.changed, result.total) == (4, 6)
     assert result.diff.rows[1] == RED * 3
+
+
+def test_a_palette_file_keeps_the_256_commonest_colours_and_gives_the_rest_the_nearest():
+    common = [bytes((n, n, 255 - n)) for n in range(256)]
+    rows = [b"".join(common) * 2, b"".join(common[:255]) + b"\x05\x06\xfb"]
+    written = png.read(png.write_palette(image(*rows)))
+    assert written.rows[0] == rows[0]
+    assert written.rows[1][-3:] == b"\x05\x05\xfa"
