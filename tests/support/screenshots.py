@@ -43,7 +43,7 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class PixelChanges:
     changed: int
     total: int
     diff: png.Image
@@ -62,7 +62,7 @@ def _moved(before: bytes, after: bytes, threshold: int) -> bool:
     return max(abs(p - q) for p, q in zip(before, after, strict=True)) > threshold
 
 
-def compare(expected: png.Image, actual: png.Image, threshold: int) -> Comparison:
+def compare(expected: png.Image, actual: png.Image, threshold: int) -> PixelChanges:
     """Pixels of either picture outside the other (a size change) count as changed."""
     width, height = max(expected.width, actual.width), max(expected.height, actual.height)
     common = min(expected.width, actual.width)
@@ -83,7 +83,7 @@ def compare(expected: png.Image, actual: png.Image, threshold: int) -> Compariso
                 changed += 1
                 row[i : i + 3] = b"\xff\x00\x00"
         rows.append(bytes(row))
-    return Comparison(changed, width * height, png.Image(width, height, 3, tuple(rows)))
+    return PixelChanges(changed, width * height, png.Image(width, height, 3, tuple(rows)))
 
 
 def open_page(browser: Browser, width: int, height: int) -> BrowserContext:
