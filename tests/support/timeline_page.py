@@ -19,19 +19,24 @@ from django.conf import settings
 from playwright.sync_api import Page
 
 from runs.models import Execution, TimelineEvent
+from tests.support import png
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def screenshot(page: Page, name: str) -> None:
-    """The README's pictures are refreshed only on request; an ordinary run writes its own into the var directory,
-    so it leaves the checkout clean and runs in parallel (each with its HARNESS_VAR_DIR) keep theirs apart."""
+    """The README's pictures are refreshed only on request, and stored small (256 colours); an ordinary run
+    writes its own into the var directory, so it leaves the checkout clean and runs in parallel (each with its
+    HARNESS_VAR_DIR) keep theirs apart. The page is pictured from its top: scrolled, its sticky lane heads would be
+    drawn over the middle of the picture."""
+    page.evaluate("window.scrollTo({top: 0, behavior: 'instant'})")
+    shot = page.screenshot(full_page=True)
     if os.environ.get("HARNESS_UPDATE_SCREENSHOTS"):
-        folder = ROOT / "docs" / "screenshots"
+        folder, shot = ROOT / "docs" / "screenshots", png.write_palette(png.read(shot))
     else:
         folder = settings.HARNESS_VAR_DIR / "screenshots"
     folder.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(folder / name), full_page=True)
+    (folder / name).write_bytes(shot)
 
 
 def dom_positions(page: Page) -> list[int]:

@@ -175,7 +175,7 @@ def test_at_390_px_the_lists_are_cards_the_decision_comes_first_and_one_lane_sho
     page.set_viewport_size({"width": 390, "height": 844})
     base = live_stack.base_url
 
-    for url in ("/", "/approvals/audit/"):
+    for url in ("/", "/approvals/", "/approvals/audit/"):
         page.goto(base + url)
         rows = page.locator("table.cards-narrow tbody tr")
         expect(rows.first).to_be_visible()
@@ -183,6 +183,12 @@ def test_at_390_px_the_lists_are_cards_the_decision_comes_first_and_one_lane_sho
         assert rows.first.evaluate("(row) => getComputedStyle(row).display") == "block"
         assert page.evaluate(NO_SIDEWAYS), url
         assert page.evaluate(BROKEN_WORDS, "main") == [], url
+    # The inbox's way to decide is on the screen, not beyond a table's own sideways scroll.
+    page.goto(base + "/approvals/")
+    decide = page.locator('#approvals-inbox tr[data-request] td[data-label="Decide"] :is(a, button)').first
+    expect(decide).to_be_in_viewport()
+    box = decide.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390, box
 
     # A waiting execution: its decision form first, reachable without scrolling, its submit bar always in view.
     tour = scene["Guided tour"]
