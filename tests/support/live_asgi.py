@@ -13,7 +13,7 @@ from typing import Any
 from harness_site.asgi import application as host_application
 
 
-async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def application(scope: Any, receive: Any, send: Any) -> None:
     if scope["type"] == "http":
         # Imported here: the app registry is ready only once harness_site.asgi has set Django up.
         from django.contrib.contenttypes.models import ContentType
