@@ -4,6 +4,7 @@ kept, and one run's failed write (a lost lease) leaves the others' rows committe
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from functools import partial
 
@@ -146,3 +147,28 @@ def test_a_transaction_that_fails_fails_every_write_in_it_and_commits_none():
     outcomes = async_to_sync(write)()
     assert all(isinstance(outcome, Aborted) for outcome in outcomes)
     assert not JournalEntry.objects.exists() and not TimelineEvent.objects.exists()
+
+
+WHO = contextvars.ContextVar("who", default="the group")
+
+
+def test_each_write_runs_in_the_context_of_the_run_that_handed_it_over():
+    """A run's publications go through its own sender, found in a context variable: the group's commit must not
+    lend them the context of whichever run started the group's task."""
+
+    async def hand_over(group: CommitGroup, name: str) -> str:
+        WHO.set(name)
+        return await group.write(WHO.get)
+
+    async def write() -> list[str]:
+        group = CommitGroup()
+        gate = Gate()
+        held = asyncio.ensure_future(group.write(gate))
+        await _wait_until(gate.entered.is_set, "the gate's transaction")
+        writes = [asyncio.ensure_future(hand_over(group, name)) for name in ("run a", "run b")]
+        await _wait_until(lambda: len(group._waiting) == 2, "both writes to queue up")
+        gate.release.set()
+        await held
+        return list(await asyncio.gather(*writes))
+
+    assert async_to_sync(write)() == ["run a", "run b"]

@@ -15,9 +15,11 @@ stops writing, as a single failed transaction always stopped a run.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
@@ -63,7 +65,9 @@ class CommitGroup:
         `transaction.atomic()` of its own, which in a group is its savepoint."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._waiting.append((work, future))
+        # The work runs in its run's own context, as a write of its own would: what it reads from context
+        # variables (the run's publication sender, for one) must be the run's, not the group task's.
+        self._waiting.append((partial(contextvars.copy_context().run, work), future))
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._commit_waiting(), name="commit-group")
         return await future
