@@ -34,8 +34,18 @@ QUICK_SIZES = "1k"
 REPEATS = 5
 # A smoke run of the suite itself: fewer repetitions, so the test suite can afford it.
 QUICK_REPEATS = 3
-SQLITE_BENCHMARKS = ("hosting", "observer", "journal", "replay", "live", "viewers", "browser", "concurrency")
-POSTGRES_BENCHMARKS = ("journal", "execution_list")
+SQLITE_BENCHMARKS = (
+    "hosting",
+    "observer",
+    "journal",
+    "replay",
+    "live",
+    "viewers",
+    "browser",
+    "concurrency",
+    "group_commit",
+)
+POSTGRES_BENCHMARKS = ("journal", "group_commit", "execution_list")
 # Measured on PostgreSQL only (100,000 executions); `--quick`, which starts no PostgreSQL, runs them on SQLite at a
 # tiny size so the suite's smoke run still covers them.
 POSTGRES_ONLY = frozenset({"execution_list"})

@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...]]] = {
     "browser": ("bench.browser", ()),
     "viewers": ("bench.viewers", ()),
     "concurrency": ("bench.concurrency", ()),
+    "group_commit": ("bench.group_commit", ()),
     "execution_list": ("bench.execution_list", ()),
 }
 

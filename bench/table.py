@@ -12,7 +12,18 @@ from typing import Any
 
 __all__ = ("render",)
 
-ORDER = ("hosting", "journal", "observer", "replay", "live", "viewers", "browser", "concurrency", "execution_list")
+ORDER = (
+    "hosting",
+    "journal",
+    "observer",
+    "replay",
+    "live",
+    "viewers",
+    "browser",
+    "concurrency",
+    "group_commit",
+    "execution_list",
+)
 FLAT_LIMIT = 1.3
 BYTES_LIMIT = 2.0
 MACHINE_FIELDS = (

@@ -30,6 +30,7 @@ EXPECTED = {
     "observer-sqlite": {"observe", "resume"},
     "replay-sqlite": {"replay"},
     "live-sqlite": {"creation-to-receipt p50", "creation-to-receipt p99", "creation-to-receipt max"},
+    "group_commit-sqlite": {"cpu"},
 }
 
 
@@ -42,7 +43,7 @@ def test_quick_bench_writes_results_and_table(tmp_path):
             "--output",
             str(tmp_path),
             "--only",
-            "hosting,observer,journal,replay,live",
+            "hosting,observer,journal,replay,live,group_commit",
         ],
         cwd=ROOT,
         capture_output=True,

@@ -7,14 +7,13 @@ import time
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
-from pydantic_ai.messages import PartDeltaEvent, TextPartDelta
 
-from runs.harness import HarnessEvent
 from runs.models import JournalEntry, Run, TimelineEvent
 from runs.services.store import leases
 from runs.services.timeline import RunProjection
 from runs.services.worker import BatchWriter
 from tests.support import factories
+from tests.support.stream_items import text_deltas
 
 pytestmark = pytest.mark.django_db
 
@@ -32,31 +31,13 @@ class Counting(RunProjection):
         return entries
 
 
-def _deltas(run: Run, count: int) -> list:
-    thread_id = run.execution.thread.thread_id
-    start = factories.text_items(thread_id)[:2]
-    return [
-        *start,
-        *(
-            HarnessEvent(
-                thread_id,
-                factories.RUN_ID,
-                sequence,
-                factories.now(),
-                PartDeltaEvent(index=0, delta=TextPartDelta(content_delta=f"{sequence} ")),
-            )
-            for sequence in range(2, 2 + count)
-        ),
-    ]
-
-
 def _positions(run: Run) -> list[int]:
     return list(TimelineEvent.objects.filter(execution=run.execution).values_list("position", flat=True))
 
 
 def test_a_burst_is_written_in_one_transaction_in_stream_order():
     run, lease = factories.leased_run()
-    items = _deltas(run, 120)
+    items = text_deltas(run, 120)
     projection = Counting(run)
 
     async def write() -> int:
@@ -79,7 +60,7 @@ def test_a_burst_is_written_in_one_transaction_in_stream_order():
 
 def test_items_of_a_quiet_stream_are_written_without_waiting_for_more():
     run, lease = factories.leased_run()
-    items = _deltas(run, 1)
+    items = text_deltas(run, 1)
 
     async def write() -> int:
         writer = BatchWriter(RunProjection(run), lease, max_items=500, max_delay=0.01)
@@ -99,7 +80,7 @@ def test_items_of_a_quiet_stream_are_written_without_waiting_for_more():
 
 def test_a_failed_write_is_raised_by_the_next_call_and_nothing_more_is_written():
     run, lease = factories.leased_run()
-    items = _deltas(run, 5)
+    items = text_deltas(run, 5)
     leases.release(lease, "failed")
 
     async def write() -> None:
@@ -134,7 +115,7 @@ class Slow(Counting):
 
 def test_under_backpressure_the_stream_waits_for_room_and_the_order_is_kept():
     run, lease = factories.leased_run()
-    items = _deltas(run, 200)
+    items = text_deltas(run, 200)
     projection = Slow(run)
     seen: list[int] = []
 

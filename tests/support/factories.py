@@ -215,12 +215,12 @@ def queued_run(text: str = "hello", *, on: Thread | None = None) -> Run:
     return execution.runs.get()
 
 
-def leased_run() -> tuple[Run, leases.Lease]:
-    """A queued run whose lease is taken, bound to `RUN_ID` (as the worker binds the engine's run id)."""
+def leased_run(*, run_id: str = RUN_ID) -> tuple[Run, leases.Lease]:
+    """A queued run whose lease is taken, bound to `run_id` (as the worker binds the engine's run id)."""
     run = queued_run()
     lease = leases.acquire(run.pk)
     assert lease is not None
-    Run.objects.filter(pk=run.pk).update(run_id=RUN_ID)
+    Run.objects.filter(pk=run.pk).update(run_id=run_id)
     run.refresh_from_db()
     return run, lease
 

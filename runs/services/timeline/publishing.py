@@ -180,8 +180,12 @@ def _sync_loop() -> _LoopThread:
         return _loop_thread
 
 
-def _send(group: str, message: GroupMessage) -> None:
-    sender = _worker_sender.get()
+def _send(group: str, message: GroupMessage, sender: _WorkerSender | None) -> None:
+    """Send through `sender`, the worker's sender of the code that made the message, if it had one.
+
+    The sender is taken where a hook is registered, not where it runs: on the worker, the commit that runs the hooks
+    may be another run's (runs/services/worker/commit_group.py), whose sender can already be closed.
+    """
     if sender is not None:
         sender.put(group, message)
         return
@@ -199,7 +203,8 @@ def publish_frames(execution_pk: int, frames: list[TimelineFrame]) -> None:
     if not frames:
         return
     message = TimelineAppend(type="timeline.append", frames=frames)
-    transaction.on_commit(lambda: _send(execution_group(execution_pk), message))
+    sender = _worker_sender.get()
+    transaction.on_commit(lambda: _send(execution_group(execution_pk), message, sender))
 
 
 def _status_messages(execution_pk: int) -> list[GroupSend]:
@@ -220,16 +225,18 @@ def _status_messages(execution_pk: int) -> list[GroupSend]:
 def publish_execution_status(execution_pk: int) -> None:
     """After commit, send the execution's current status (read then, so it is the committed one)."""
 
+    sender = _worker_sender.get()
+
     def send() -> None:
         for group, message in _status_messages(execution_pk):
-            _send(group, message)
+            _send(group, message, sender)
 
     transaction.on_commit(send)
 
 
 def publish_session_ended(session_key: str) -> None:
     """Close the sockets of a session that is logging out (now: logging out commits nothing to wait for)."""
-    _send(session_group(session_key), SessionEnded(type="session.ended"))
+    _send(session_group(session_key), SessionEnded(type="session.ended"), _worker_sender.get())
 
 
 def publish_approvals_changed() -> None:
@@ -238,4 +245,5 @@ def publish_approvals_changed() -> None:
     The message carries nothing: each socket reads the committed open set itself, so messages that arrive
     late or out of order from different processes can never leave a page showing an older state.
     """
-    transaction.on_commit(lambda: _send(APPROVALS_GROUP, ApprovalsChanged(type="approvals.changed")))
+    sender = _worker_sender.get()
+    transaction.on_commit(lambda: _send(APPROVALS_GROUP, ApprovalsChanged(type="approvals.changed"), sender))

@@ -11,8 +11,9 @@ outcome.
 Handed-off batches are written by one task, in order, while the stream goes on producing: the engine waits
 for the database only when `MAX_QUEUED` batches are already waiting, and at the points that need the journal
 to be durable (a boundary's `flush`, the result's `finish`). The batches that queued up while a write ran are
-written together in the next transaction (group commit). A worker killed meanwhile loses what was not
-committed, as it always could; the lease check of each write still fences a stale worker.
+written together in the next transaction (group commit). The writes of all runs on one event loop go through
+its `CommitGroup`, which commits those of different runs together too. A worker killed meanwhile loses what was
+not committed, as it always could; the lease check of each write still fences a stale worker.
 """
 
 from __future__ import annotations
@@ -20,15 +21,16 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
-from asgiref.sync import sync_to_async
 from django.db import transaction
 
 from runs.harness import HarnessStreamEvent
 
 from ..store.leases import Lease
 from ..timeline.projection import RunProjection
+from .commit_group import CommitGroup
 
 __all__ = ("MAX_DELAY", "MAX_ITEMS", "MAX_QUEUED", "BatchWriter")
 
@@ -56,8 +58,10 @@ class BatchWriter:
         max_items: int = MAX_ITEMS,
         max_delay: float = MAX_DELAY,
         max_queued: int = MAX_QUEUED,
+        group: CommitGroup | None = None,
     ) -> None:
         self._projection = projection
+        self._group = group
         self._lease = lease
         self._max_items = max_items
         self._max_delay = max_delay
@@ -121,7 +125,7 @@ class BatchWriter:
                 return record_outcome(self.last_index)
 
         try:
-            return await sync_to_async(write)()
+            return await self._commits().write(write)
         except BaseException as exc:
             self._failure = exc
             raise
@@ -160,7 +164,7 @@ class BatchWriter:
             items = [item for batch in self._queue for item in batch]
             if self._failure is None:
                 try:
-                    entries = await sync_to_async(self._projection.record)(items, lease=self._lease)
+                    entries = await self._commits().write(partial(self._projection.record, items, lease=self._lease))
                     self.last_index = entries[-1].index
                 except asyncio.CancelledError:
                     raise
@@ -170,6 +174,12 @@ class BatchWriter:
                 self._queue.popleft()
             async with self._changed:
                 self._changed.notify_all()
+
+    def _commits(self) -> CommitGroup:
+        if self._group is None:
+            # Made on first use: the loop that runs the writes is only known inside it.
+            self._group = CommitGroup.of_running_loop()
+        return self._group
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
