@@ -102,10 +102,15 @@ class _WorkerSender:
         self._loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue[GroupSend] = asyncio.Queue()
         self._task = asyncio.create_task(self._run(), name="harness-publisher")
+        self._closed = False
 
-    def put(self, group: str, message: GroupMessage) -> None:
-        """From any thread (the on-commit hooks run in the worker's database thread)."""
+    def put(self, group: str, message: GroupMessage) -> bool:
+        """From any thread (the on-commit hooks run in the worker's database thread); False once the sender is
+        closed, for a hook that runs after its run ended (tests capture hooks and run them later)."""
+        if self._closed or self._loop.is_closed():
+            return False
         self._loop.call_soon_threadsafe(self._queue.put_nowait, (group, message))
+        return True
 
     async def _run(self) -> None:
         while True:
@@ -124,6 +129,7 @@ class _WorkerSender:
         (both go through the loop's queue of callbacks, in that order), so nothing committed is left out.
         """
         await self._queue.join()
+        self._closed = True
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
 
@@ -180,14 +186,13 @@ def _sync_loop() -> _LoopThread:
         return _loop_thread
 
 
-def _send(group: str, message: GroupMessage, sender: _WorkerSender | None) -> None:
+def _send(group: str, message: GroupMessage, sender: _WorkerSender | None = None) -> None:
     """Send through `sender`, the worker's sender of the code that made the message, if it had one.
 
     The sender is taken where a hook is registered, not where it runs: on the worker, the commit that runs the hooks
     may be another run's (runs/services/worker/commit_group.py), whose sender can already be closed.
     """
-    if sender is not None:
-        sender.put(group, message)
+    if sender is not None and sender.put(group, message):
         return
     layer = get_channel_layer()
     if layer is not None:
