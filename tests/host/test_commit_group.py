@@ -23,7 +23,7 @@ from tests.support.stream_items import text_deltas
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_settings")]
 
 
-class Gate:
+class OpenTransaction:
     """A write that holds the group's transaction open until released, so that other writes queue up behind it."""
 
     def __init__(self) -> None:
@@ -62,7 +62,7 @@ def test_writes_of_several_runs_queued_behind_a_commit_share_the_next_transactio
 
     async def write() -> tuple[CommitGroup, list[int]]:
         group = CommitGroup()
-        gate = Gate()
+        gate = OpenTransaction()
         held = asyncio.ensure_future(group.write(gate))
         await _wait_until(gate.entered.is_set, "the gate's transaction")
         writers = [
@@ -98,7 +98,7 @@ def test_a_run_that_lost_its_lease_fails_alone_and_the_others_in_its_transaction
 
     async def write() -> tuple[CommitGroup, list]:
         group = CommitGroup()
-        gate = Gate()
+        gate = OpenTransaction()
         held = asyncio.ensure_future(group.write(gate))
         await _wait_until(gate.entered.is_set, "the gate's transaction")
         writes = [
@@ -131,7 +131,7 @@ def test_a_transaction_that_fails_fails_every_write_in_it_and_commits_none():
 
     async def write() -> list:
         group = CommitGroup()
-        gate = Gate()
+        gate = OpenTransaction()
         held = asyncio.ensure_future(group.write(gate))
         await _wait_until(gate.entered.is_set, "the gate's transaction")
         records = [
@@ -162,7 +162,7 @@ def test_each_write_runs_in_the_context_of_the_run_that_handed_it_over():
 
     async def write() -> list[str]:
         group = CommitGroup()
-        gate = Gate()
+        gate = OpenTransaction()
         held = asyncio.ensure_future(group.write(gate))
         await _wait_until(gate.entered.is_set, "the gate's transaction")
         writes = [asyncio.ensure_future(hand_over(group, name)) for name in ("run a", "run b")]
