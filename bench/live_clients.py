@@ -2,7 +2,8 @@
 
 `python -m bench.live_clients <ws url> <origin> <cookie> <execution pk> <clients> <last position>` opens the
 clients, subscribes each from the start, prints `READY` once every client got its `ready` marker, then notes
-the wall-clock receipt time of every live frame until each client saw `last position`, and prints
+the wall-clock receipt time of every live frame (none replayed before `ready`) until each client saw `last position`,
+and prints
 `{"receipts": [[[position, time], ...], ...]}` as its last line.
 """
 
@@ -35,7 +36,9 @@ async def _client(
                     return
             elif kind in ("event", "events"):
                 frames = message["events"] if kind == "events" else [message]
-                receipts.extend((frame["position"], at) for frame in frames)
+                # Frames before `ready` are the stored timeline replayed to a late subscriber, not live latency.
+                if ready.is_set():
+                    receipts.extend((frame["position"], at) for frame in frames)
                 if frames[-1]["position"] >= last:
                     return
             elif kind == "error":

@@ -29,7 +29,13 @@ def _memory_gib() -> float:
 
 def _commit() -> str:
     found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
-    dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, check=False).stdout
+    # The run's own outputs (the results it just cleared, the table it will write) do not make the code dirty.
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", ".", ":(exclude)bench/results", ":(exclude)BENCHMARKS.md"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
     return (found.stdout.strip() or "unknown") + (" + uncommitted changes" if dirty.strip() else "")
 
 
