@@ -6,7 +6,8 @@ bare pydantic-ai (`Agent.iter`, every node's events streamed and dropped), the h
 engine, journal and timeline rows through the `BatchWriter`, boundary and terminal checkpoints, publication to
 the real Redis channel layer, the outcome). Ratios are each subject's time over the bare run's.
 
-The case also reports the Host run's checkpoint bytes against its journal bytes.
+The case also reports the Host run's checkpoint bytes against its journal bytes, and the Host's cost per delta
+beyond bare pydantic-ai (one process does all the work, so its time is mostly its CPU).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, DeltaToolCalls, FunctionModel
 
 from .context import BenchContext
-from .measure import Comparison, Report, Target, measure_interleaved, stopwatch
+from .measure import Comparison, Report, Stats, Target, measure_interleaved, stopwatch
 
 __all__ = ("run",)
 
@@ -28,6 +29,7 @@ DELTAS = 20_000
 QUICK_DELTAS = 2_000
 HOST_TARGET = Target("slowdown", "<=", 1.3, "whole Host within 1.3x of bare pydantic-ai")
 ENGINE_TARGET = Target("slowdown", "<=", 1.15, "harness engine within 1.15x of bare pydantic-ai")
+PER_DELTA_TARGET = Target("median", "<=", 40.0, "Host cost per delta beyond bare pydantic-ai at most 40 µs")
 
 
 def _model(deltas: int) -> FunctionModel:
@@ -158,6 +160,21 @@ def run(context: BenchContext) -> Report:
                 extra=extra,
             )
         )
+    # Each repetition ran both back to back, so their difference is what hosting added to that repetition.
+    beyond_bare = [(h - b) / deltas * 1e6 for h, b in zip(hosted.samples, bare.samples, strict=True)]
+    report.add(
+        Comparison(
+            name="host cost per delta",
+            size=size,
+            items=0,
+            subject=Stats.of(beyond_bare),
+            baseline=None,
+            baseline_name="",
+            target=PER_DELTA_TARGET,
+            unit="µs",
+            extra={"bare_us_per_delta": bare.median / deltas * 1e6},
+        )
+    )
     report.notes.append(
         f"One model request streaming {deltas} text deltas (a {deltas}-item run). The Host subject includes taking "
         "the lease, loading the start checkpoint, building the agent, the journal, the timeline rows, the boundary "
