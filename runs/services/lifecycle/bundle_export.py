@@ -1,11 +1,11 @@
 """Exporting an execution tree as a run bundle (`store.bundle_format`), redacted or full, and recording it.
 
 The tree is the execution's thread with every execution, and each Host-managed child's thread and each what-if's
-original's thread, recursively. A
-**redacted** bundle holds what the pages show: the timeline (masked when it was stored), the masked input, and
-every other value of a run (outputs, arguments, results, messages) masked by its execution's policy version; it has
-no journal and no states. A **full** bundle holds the journal, the checkpoints' states and the real values, so
-exporting one needs `runs.export_full_bundle`. Every export, of either mode, is a `BundleTransfer` row.
+original's thread, recursively. A **redacted** bundle holds what the pages show: the timeline (masked when it was
+stored), the masked input, and every other value of a run (outputs, arguments, results, messages, a what-if's
+change) masked by its execution's policy version; it has no journal and no states. A **full** bundle holds the
+journal, the checkpoints' states and the real values, so exporting one needs `runs.export_full_bundle`. Every
+export, of either mode, is a `BundleTransfer` row.
 
 An execution still under way (or waiting for answers) is refused: its copy could not be continued, and a bundle of
 it would be out of date before it is read.
