@@ -61,6 +61,7 @@ def forked_result(result: str = "REC-7: status=retired") -> tuple[Execution, str
 
 def imported(bundle: bytes, **options: Any) -> Execution:
     transfer = bundle_import.import_bundle(io.BytesIO(bundle), team=Team.objects.get(name=DEFAULT_TEAM), **options)
+    assert transfer.execution_id is not None
     return Execution.objects.select_related("what_if_of__thread", "thread__forked_from").get(pk=transfer.execution_id)
 
 
