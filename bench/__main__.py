@@ -45,6 +45,8 @@ SQLITE_BENCHMARKS = (
     "browser",
     "concurrency",
     "group_commit",
+    "bundles",
+    "model_replay",
 )
 POSTGRES_BENCHMARKS = ("journal", "group_commit", "execution_list", "concurrency")
 # Measured on PostgreSQL only (100,000 executions); `--quick`, which starts no PostgreSQL, runs them on SQLite at a

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ("configure", "discard", "leased_run", "seed_journal")
+__all__ = ("configure", "discard", "leased_run", "seed_checkpoints", "seed_journal")
 
 LONG_LEASE_SECONDS = 3600
 
@@ -104,3 +104,18 @@ def seed_journal(run: Any, encoded: Any) -> None:
         ],
         batch_size=2000,
     )
+
+
+def seed_checkpoints(run: Any, synthetic: Any) -> None:
+    """Store a synthetic run's boundary states and its end as the run's checkpoints, a chain of deltas and bases as
+    the write path stores them (setup, not timed)."""
+    from runs.models import CheckpointKind
+    from runs.services.store import checkpoints
+
+    thread = run.execution.thread
+    chain = checkpoints.CheckpointChain()
+    for boundary in synthetic.boundaries:
+        checkpoints.create(
+            thread, boundary.state, kind=CheckpointKind.BOUNDARY, run=run, pending=boundary.pending, chain=chain
+        )
+    checkpoints.create(thread, synthetic.items[-1].result.state, kind=CheckpointKind.TERMINAL, run=run, chain=chain)

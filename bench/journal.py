@@ -266,20 +266,13 @@ def _stored_bytes(synthetic: SyntheticRun) -> dict[str, Any]:
     from django.db.models import Sum
     from django.db.models.functions import Length
 
-    from runs.models import Checkpoint, CheckpointKind
-    from runs.services.store import checkpoints
+    from runs.models import Checkpoint
 
-    from .host import discard, leased_run
+    from .host import discard, leased_run, seed_checkpoints
 
     discard(synthetic.thread_id)
     run, _ = leased_run(synthetic.thread_id, synthetic.run_id)
-    thread = run.execution.thread
-    chain = checkpoints.CheckpointChain()
-    for boundary in synthetic.boundaries:
-        checkpoints.create(
-            thread, boundary.state, kind=CheckpointKind.BOUNDARY, run=run, pending=boundary.pending, chain=chain
-        )
-    checkpoints.create(thread, synthetic.items[-1].result.state, kind=CheckpointKind.TERMINAL, run=run, chain=chain)
+    seed_checkpoints(run, synthetic)
     stored = Checkpoint.objects.filter(run=run).aggregate(
         state=Sum(Length("state_json")), delta=Sum(Length("history_delta"))
     )

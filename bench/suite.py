@@ -30,6 +30,8 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...]]] = {
     "concurrency": ("bench.concurrency", ()),
     "group_commit": ("bench.group_commit", ()),
     "execution_list": ("bench.execution_list", ()),
+    "bundles": ("bench.bundles", ("export full", "export redacted", "import full")),
+    "model_replay": ("bench.model_replay", ()),
 }
 
 

@@ -23,6 +23,8 @@ ORDER = (
     "concurrency",
     "group_commit",
     "execution_list",
+    "bundles",
+    "model_replay",
 )
 FLAT_LIMIT = 1.3
 BYTES_LIMIT = 2.0
@@ -65,7 +67,8 @@ def _ratio(case: dict[str, Any]) -> str:
     if target and target["metric"] == "relative_throughput" and case["relative_throughput"]:
         return f"{case['relative_throughput']:.3f} of baseline items/s"
     if case["slowdown"]:
-        return f"{case['slowdown']:.2f}x baseline time/item"
+        unit = case["subject"]["unit"]
+        return f"{case['slowdown']:.2f}x baseline {'time' if unit == 's' else unit}/item"
     return "—"
 
 

@@ -31,6 +31,15 @@ EXPECTED = {
     "replay-sqlite": {"replay"},
     "live-sqlite": {"creation-to-receipt p50", "creation-to-receipt p99", "creation-to-receipt max"},
     "group_commit-sqlite": {"cpu"},
+    "bundles-sqlite": {
+        "export full",
+        "export redacted",
+        "import full",
+        "import redacted",
+        "bundle bytes full",
+        "bundle bytes redacted",
+    },
+    "model_replay-sqlite": {"replay"},
 }
 
 
@@ -43,7 +52,7 @@ def test_quick_bench_writes_results_and_table(tmp_path):
             "--output",
             str(tmp_path),
             "--only",
-            "hosting,observer,journal,replay,live,group_commit",
+            "hosting,observer,journal,replay,live,group_commit,bundles,model_replay",
         ],
         cwd=ROOT,
         capture_output=True,

@@ -19,7 +19,6 @@ from runs.models import (
     BundleTransfer,
     Checkpoint,
     Decision,
-    DecisionSubmission,
     DeferredRequest,
     Execution,
     HostPolicyVersion,
@@ -34,7 +33,7 @@ from runs.services.lifecycle import bundle_export, bundle_import, executions, fo
 from runs.services.store import checkpoints
 from runs.services.store.bundle_format import BundleError
 from tests.support import factories
-from tests.support.bundles import SECRET, ended_tree, exported, page_data, rewritten, tree_of
+from tests.support.bundles import SECRET, ended_tree, exported, page_data, remove, rewritten, tree_of
 
 pytestmark = pytest.mark.django_db
 
@@ -55,14 +54,6 @@ def tree(approver) -> Execution:
 
 def default_team() -> Team:
     return Team.objects.get(name=DEFAULT_TEAM)
-
-
-def remove(execution: Execution) -> None:
-    """Delete the tree, so its ids are free for the import (this database stands in for another Host's)."""
-    threads = bundle_export.tree_threads(execution)
-    DecisionSubmission.objects.filter(execution__thread__in=threads).delete()
-    DeferredRequest.objects.filter(execution__thread__in=threads).delete()
-    Thread.objects.filter(pk__in=[thread.pk for thread in threads]).delete()
 
 
 def counts() -> dict[str, int]:

@@ -3,6 +3,7 @@ what its pages are built from, with this database's primary keys left out so two
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import zipfile
@@ -21,7 +22,16 @@ from ag_ui.core import (
 from django.utils import timezone
 
 from runs.demo_profile import ensure_demo_profile
-from runs.models import BundleMode, Decision, Execution, RunStatus, Verdict
+from runs.models import (
+    BundleMode,
+    Decision,
+    DecisionSubmission,
+    DeferredRequest,
+    Execution,
+    RunStatus,
+    Thread,
+    Verdict,
+)
 from runs.protocol import event_frame_text
 from runs.services.lifecycle import Answer, bundle_export, executions, pending_requests, submit_decisions
 from runs.services.reports import durations, timeline_page
@@ -100,6 +110,14 @@ def exported(execution: Execution, mode: BundleMode = BundleMode.FULL, **kwargs:
     return target.getvalue()
 
 
+def remove(execution: Execution) -> None:
+    """Delete the tree, so its ids are free for the import (this database stands in for another Host's)."""
+    threads = bundle_export.tree_threads(execution)
+    DecisionSubmission.objects.filter(execution__thread__in=threads).delete()
+    DeferredRequest.objects.filter(execution__thread__in=threads).delete()
+    Thread.objects.filter(pk__in=[thread.pk for thread in threads]).delete()
+
+
 def tree_of(execution: Execution) -> list[Execution]:
     """The execution's thread's executions, then its children's, in the order the tree was built."""
     threads = bundle_export.tree_threads(execution)
@@ -153,3 +171,16 @@ def rewritten(bundle: bytes, change: dict[str, bytes | None]) -> bytes:
             if data is not None:
                 out.writestr(name, data)
     return target.getvalue()
+
+
+def member_rows(bundle: bytes, member: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in zipfile.ZipFile(io.BytesIO(bundle)).read(f"{member}.jsonl").splitlines()]
+
+
+def with_rows(bundle: bytes, member: str, rows: list[dict[str, Any]]) -> bytes:
+    """The bundle with `member`'s rows replaced and the manifest's hash of it updated, as someone who changed the
+    file would: its hashes hold, its signature no longer does."""
+    data = b"".join(json.dumps(row).encode() + b"\n" for row in rows)
+    manifest = json.loads(zipfile.ZipFile(io.BytesIO(bundle)).read("manifest.json"))
+    manifest["members"][member] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), "rows": len(rows)}
+    return rewritten(bundle, {f"{member}.jsonl": data, "manifest.json": json.dumps(manifest).encode()})

@@ -1,10 +1,11 @@
 """Exporting an execution tree as a run bundle (`store.bundle_format`), redacted or full, and recording it.
 
-The tree is the execution's thread with every execution, and each Host-managed child's thread, recursively. A
-**redacted** bundle holds what the pages show: the timeline (masked when it was stored), the masked input, and
-every other value of a run (outputs, arguments, results, messages) masked by its execution's policy version; it has
-no journal and no states. A **full** bundle holds the journal, the checkpoints' states and the real values, so
-exporting one needs `runs.export_full_bundle`. Every export, of either mode, is a `BundleTransfer` row.
+The tree is the execution's thread with every execution, and each Host-managed child's thread and each what-if's
+original's thread, recursively. A **redacted** bundle holds what the pages show: the timeline (masked when it was
+stored), the masked input, and every other value of a run (outputs, arguments, results, messages, a what-if's
+change) masked by its execution's policy version; it has no journal and no states. A **full** bundle holds the
+journal, the checkpoints' states and the real values, so exporting one needs `runs.export_full_bundle`. Every
+export, of either mode, is a `BundleTransfer` row.
 
 An execution still under way (or waiting for answers) is refused: its copy could not be continued, and a bundle of
 it would be out of date before it is read.
@@ -55,20 +56,18 @@ class ExportRefused(BundleError):
 
 
 def tree_threads(execution: Execution) -> list[Thread]:
-    """The execution's thread and the threads of every Host-managed child below it, parents first."""
+    """The execution's thread and the threads of every Host-managed child below it, parents first, and the thread
+    of each what-if's original (unless retention purged it), so a what-if's copy still names what it changed."""
     threads = [execution.thread]
     seen = {execution.thread_id}
     index = 0
     while index < len(threads):
-        children = (
-            Thread.objects.filter(executions__parent_request__execution__thread=threads[index])
-            .exclude(pk__in=seen)
-            .distinct()
-            .order_by("pk")
-        )
-        for child in children:
-            seen.add(child.pk)
-            threads.append(child)
+        thread = threads[index]
+        children = Thread.objects.filter(executions__parent_request__execution__thread=thread)
+        originals = Thread.objects.filter(executions__what_ifs__thread=thread, executions__tombstone__isnull=True)
+        for related in (children | originals).exclude(pk__in=seen).distinct().order_by("pk"):
+            seen.add(related.pk)
+            threads.append(related)
         index += 1
     return threads
 
@@ -109,6 +108,7 @@ def _members(executions: QuerySet[Execution], threads: list[Thread], full: bool)
     runs = Run.objects.filter(execution__in=executions)
     requests = DeferredRequest.objects.filter(execution__in=executions)
     masks = _Masks(executions)
+    exported = set(executions.values_list("pk", flat=True))
 
     def masked(execution_key: str, *names: str) -> Callable[[dict[str, Any]], None] | None:
         if full:
@@ -125,8 +125,14 @@ def _members(executions: QuerySet[Execution], threads: list[Thread], full: bool)
         return change
 
     def execution_row(row: dict[str, Any]) -> None:
+        if row["what_if_of"] not in exported:
+            row["what_if_of"] = None
         if not full:
             row["input"] = row["shown_input"]
+            if row["what_if"] is not None:
+                # The change's values (a result, arguments, a message, instructions) are a run's values; its keys
+                # say which change it is and stay.
+                row["what_if"] = masks.of(row["id"]).value(row["what_if"], keep=frozenset(row["what_if"]))
 
     def checkpoint_row(row: dict[str, Any]) -> None:
         if not full:
@@ -183,6 +189,8 @@ def _members(executions: QuerySet[Execution], threads: list[Thread], full: bool)
                 _username("cancelled_by"),
                 "cancelled_at",
                 "parent_request",
+                "what_if_of",
+                "what_if",
             ],
             execution_row,
         ),

@@ -12,7 +12,9 @@ What the copy is built on:
 - its profile is the target team's profile of the same name, else a new one from the bundle;
 - checkpoint digests are computed again with this Host's key (the bundle's signature vouches for the content), so
   a full bundle's checkpoints load and can be forked from; a redacted bundle's checkpoints hold no state;
-- who decided or cancelled was a user of another Host: the names are not mapped to users here.
+- who decided or cancelled was a user of another Host: the names are not mapped to users here;
+- a what-if keeps its change (checked as the Host checks an operator's, so a tampered one is refused) and its link
+  to its original when the bundle holds that (older bundles have neither: their what-ifs import as plain forks).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from ..store import POLICY_VERSION_FIELDS
 from ..store.bundle_format import BundleContents, BundleError, read_bundle
 from ..store.checkpoints import digest_of
 from ..store.inserts import insert_rows
+from ..store.what_if import WhatIfRefused, parse_change
 from .executions import current_policy_version
 
 __all__ = ("import_bundle",)
@@ -109,6 +112,23 @@ def _insert_many(model: type[Model], fields: Sequence[str], rows: Iterable[tuple
     insert_rows(model, fields, batch)
 
 
+def _what_if(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The execution row's what-if change as stored, checked; None for an execution that is no what-if."""
+    change = row.get("what_if")
+    if change is None:
+        if row.get("what_if_of") is not None:
+            raise BundleError(f"the bundle's execution {row.get('id')!r} is a what-if of another but holds no change")
+        return None
+    if not isinstance(change, dict):
+        raise BundleError(f"the bundle's execution {row.get('id')!r} is a what-if whose change is not a JSON object")
+    try:
+        return parse_change(change).model_dump(mode="json")
+    except WhatIfRefused as exc:
+        raise BundleError(
+            f"the bundle's execution {row.get('id')!r} is a what-if whose change is not valid: {exc.message}"
+        ) from None
+
+
 def _check(contents: BundleContents, team: Team) -> None:
     """Refuse, before writing anything, what the import cannot take."""
     rows = contents.rows
@@ -120,6 +140,8 @@ def _check(contents: BundleContents, team: Team) -> None:
         )
     if any(row.get("status") in ACTIVE_EXECUTION_STATUSES for row in rows["executions"]):
         raise BundleError("the bundle holds an execution still under way; only ended executions are imported")
+    for row in rows["executions"]:
+        _what_if(row)
     thread_ids = [row.get("thread_id") for row in rows["threads"]]
     if taken := sorted(Thread.objects.filter(team=team, thread_id__in=thread_ids).values_list("thread_id", flat=True)):
         raise BundleError(
@@ -212,9 +234,15 @@ def _write(contents: BundleContents, team: Team, transfer: BundleTransfer) -> _I
                     "failure_message": row["failure_message"],
                     "cancel_requested": row["cancel_requested"],
                     "cancelled_at": _when(row["cancelled_at"]),
+                    "what_if": _what_if(row),
                 },
             ),
         )
+    for row in rows["executions"]:
+        if row.get("what_if_of") is not None:
+            Execution.objects.filter(pk=ids.of("executions", row["id"])).update(
+                what_if_of=ids.of("executions", row["what_if_of"])
+            )
     for row in rows["runs"]:
         ids.add(
             "runs",

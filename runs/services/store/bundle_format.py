@@ -35,6 +35,8 @@ __all__ = (
 )
 
 FORMAT = "harness-run-bundle"
+# Raised only for a change an older reader would misread: a field a newer Host adds is one an older Host leaves out
+# (and imports without), and a newer Host reads an older bundle's rows without it (what-ifs came so).
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"
