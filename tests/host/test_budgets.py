@@ -146,8 +146,11 @@ def test_a_money_budget_counts_known_costs_and_says_what_it_left_out(metered):
     priced = executions.start_execution(executions.create_thread(metered), "now").runs.get()
     unknown = executions.start_execution(executions.create_thread(unpriced), "now").runs.get()
 
+    lost = executions.start_execution(executions.create_thread(metered), "died").runs.get()
+    Run.objects.filter(pk=lost.pk).update(status=RunStatus.FAILED, usage=None, created_at=NOW)
+
     over = first_spent_budget(priced, RunUsage(), NOW)
-    assert over is not None and over.spent == "1.0000"
+    assert over is not None and over.spent == "1.0000 (not counted: 1 run(s) of unknown cost)"
     # Never guessed as 0 silently: not over, and the count of what was left out is there to show.
     assert first_spent_budget(unknown, RunUsage(), NOW) is None
     usage = window_usage(rules_of(unknown)[0], unknown, NOW)

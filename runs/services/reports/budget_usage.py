@@ -8,6 +8,7 @@ counts the runs of known cost only: one of unknown cost is not guessed as 0, the
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django.utils import timezone
@@ -72,12 +73,10 @@ def first_spent_budget(run: Run, usage: RunUsage, now: datetime | None = None) -
     for rule in rules:
         spent = window_usage(rule, run, now, prices)
         spent.add(own)
-        if rule.unit == "tokens":
-            amount, text = spent.tokens, str(spent.tokens)
-        else:
-            amount, text = spent.known_cost, f"{spent.known_cost:.4f}"
-            if spent.unknown_runs:
-                text += f" (not counted: {spent.unknown_runs} run(s) of unknown cost)"
+        amount = Decimal(spent.tokens) if rule.unit == "tokens" else spent.known_cost
+        text = str(spent.tokens) if rule.unit == "tokens" else f"{spent.known_cost:.4f}"
+        if rule.unit == "money" and spent.unknown_runs:
+            text += f" (not counted: {spent.unknown_runs} run(s) of unknown cost)"
         if amount >= rule.limit:
             username = run.execution.created_by.get_username() if run.execution.created_by else None
             return OverBudget(
