@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from harness_site.settings import channel_layer_config
 from runs.harness import OVER_BUDGET_TOOL
 from runs.models import Decision, DeferredRequest, Execution, ExecutionStatus, Run, RunStatus, Verdict
 from runs.services.lifecycle import Answer, executions, submit_decisions
 from tests.support import budget_model, factories
-from tests.support.services import RedisServer, RQWorker, running, service_env, wait_until
+from tests.support.services import RQWorker, running, service_env, wait_until
 
 pytestmark = pytest.mark.services
 
@@ -19,17 +18,10 @@ BUDGET_MODEL = {"HARNESS_DEMO_MODEL": "tests.support.budget_model.model"}
 
 
 @pytest.fixture
-def metered_worker_env(settings, transactional_db):
-    """This test's redis-server, settings pointed at it, and the environment of a worker on the budget model."""
-    server = RedisServer().start()
-    settings.REDIS_URL = server.url
-    settings.CHANNEL_LAYERS = {"default": channel_layer_config(server.url)}
-    settings.RQ_QUEUES = {"default": {"URL": server.url, "DEFAULT_TIMEOUT": 600}}
-    settings.HARNESS_DEMO_MODEL = BUDGET_MODEL["HARNESS_DEMO_MODEL"]
-    try:
-        yield service_env(redis_url=server.url, database_name=settings.DATABASES["default"]["NAME"]) | BUDGET_MODEL
-    finally:
-        server.stop()
+def metered_worker_env(settings, transactional_db, redis_settings):
+    """The environment of a worker on the budget model, on this process's redis database (the session stack's
+    worker listens on another)."""
+    return service_env(redis_url=redis_settings.url, database_name=settings.DATABASES["default"]["NAME"]) | BUDGET_MODEL
 
 
 def status_of(execution: Execution) -> str:
