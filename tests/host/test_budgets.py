@@ -23,7 +23,8 @@ from runs.models import (
     RunStatus,
     Verdict,
 )
-from runs.services.lifecycle import Answer, executions, submit_decisions
+from runs.services.lifecycle import Answer, answerable_requests, executions, submit_decisions
+from runs.services.reports import csv_lines
 from runs.services.reports.budget_usage import first_spent_budget, rules_of, window_usage
 from runs.services.store.budget_rules import parse_budgets, window_bounds
 from runs.services.worker import runner
@@ -197,6 +198,8 @@ def test_a_run_over_its_budget_does_not_call_the_model_and_waits_for_an_override
     assert request.reason.startswith("Over budget (profile metered")
     execution.refresh_from_db()
     assert execution.status == ExecutionStatus.WAITING
+    # In the inbox like any approval.
+    assert list(answerable_requests(operator_user)) == [request]
 
 
 def test_an_override_allows_exactly_one_more_model_request(metered, operator_user):
@@ -209,6 +212,9 @@ def test_an_override_allows_exactly_one_more_model_request(metered, operator_use
     assert execution.status == ExecutionStatus.COMPLETED
     decision = Decision.objects.get(request__execution=execution)
     assert (decision.verdict, decision.decided_by) == (Verdict.APPROVED, operator_user)
+    # The override in the audit export: who allowed which budget's request.
+    (line,) = [line for line in csv_lines([decision]) if OVER_BUDGET_TOOL in line]
+    assert "approved" in line and operator_user.username in line
 
 
 def test_a_denied_override_ends_the_run_without_calling_the_model(metered, operator_user):
