@@ -16,7 +16,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
-from pydantic_ai import ModelRequest, ModelResponse, RunContext, SkipModelRequest, Tool, ToolCallPart, ToolReturnPart
+from pydantic_ai import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RunContext,
+    SkipModelRequest,
+    Tool,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.toolsets import FunctionToolset
@@ -69,6 +78,25 @@ def _last_budget_return(ctx: RunContext[Any]) -> ToolReturnPart | None:
     )
 
 
+def _is_budget_part(part: object) -> bool:
+    return isinstance(part, ToolCallPart | ToolReturnPart) and part.tool_name == OVER_BUDGET_TOOL
+
+
+def _without_budget_parts(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """The messages with the budget's calls and returns left out, and a message holding nothing else dropped."""
+    kept: list[ModelMessage] = []
+    for message in messages:
+        if not any(_is_budget_part(part) for part in message.parts):
+            kept.append(message)
+        elif isinstance(message, ModelRequest):
+            request_parts = [part for part in message.parts if not _is_budget_part(part)]
+            kept.extend([dataclasses.replace(message, parts=request_parts)] if request_parts else [])
+        else:
+            response_parts = [part for part in message.parts if not _is_budget_part(part)]
+            kept.extend([dataclasses.replace(message, parts=response_parts)] if response_parts else [])
+    return kept
+
+
 @dataclasses.dataclass
 class BudgetCapability(AbstractCapability[Any]):
     check: BudgetCheck | None = None
@@ -81,17 +109,20 @@ class BudgetCapability(AbstractCapability[Any]):
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         answered = _last_budget_return(ctx)
-        if answered is not None and answered.outcome != "success":
+        if answered is not None and answered.outcome == "denied":
             raise HarnessError(
                 "The run went over its budget and the approver did not allow more.", code=BUDGET_EXCEEDED
             )
-        # The model never calls the tool itself: only this capability does.
+        # The model never sees the budget's call nor its tool: they are the Host's business, not the task's.
         parameters = request_context.model_request_parameters
         visible = [tool for tool in parameters.function_tools if tool.name != OVER_BUDGET_TOOL]
         request_context = dataclasses.replace(
-            request_context, model_request_parameters=dataclasses.replace(parameters, function_tools=visible)
+            request_context,
+            messages=_without_budget_parts(request_context.messages),
+            model_request_parameters=dataclasses.replace(parameters, function_tools=visible),
         )
-        if answered is not None or self.check is None:
+        # An override allows the one request after it. An unanswered call a recovery closed is no answer: ask again.
+        if (answered is not None and answered.outcome == "success") or self.check is None:
             return request_context
         verdict = await self.check(ctx.usage)
         if verdict is None:
