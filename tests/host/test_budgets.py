@@ -72,6 +72,7 @@ def spent_before(profile, *, tokens: int, user=None, at: datetime | None = None)
         rule(window="week"),
         rule(name=""),
         rule(name="*"),
+        rule(name="a\x00b"),
         rule(extra=1),
         "not a rule",
     ],

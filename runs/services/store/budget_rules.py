@@ -25,7 +25,8 @@ class BudgetRule(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     scope: Literal["profile", "user"]
-    name: str = Field(min_length=1, max_length=150)
+    # No control characters: the name is matched against profile names and usernames, which have none.
+    name: str = Field(min_length=1, max_length=150, pattern=r"^[^\x00-\x1f\x7f]+$")
     window: Literal["day", "month"]
     unit: Literal["tokens", "money"]
     limit: Decimal = Field(gt=0, le=MAX_LIMIT, decimal_places=4, allow_inf_nan=False)
