@@ -8,6 +8,7 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.urls import reverse
 from pydantic_ai.usage import RunUsage
 
 from runs.harness import BUDGET_EXCEEDED, OVER_BUDGET_TOOL
@@ -201,6 +202,15 @@ def test_a_run_over_its_budget_does_not_call_the_model_and_waits_for_an_override
     assert execution.status == ExecutionStatus.WAITING
     # In the inbox like any approval.
     assert list(answerable_requests(operator_user)) == [request]
+
+
+def test_the_inbox_and_the_execution_page_show_the_budget_and_what_it_spent(metered, operator_user, client):
+    execution = suspended_by_budget(metered, operator_user)
+    client.force_login(operator_user)
+
+    for page in (reverse("runs:approvals"), reverse("runs:execution", args=[execution.pk])):
+        text = client.get(page).content.decode()
+        assert "Over budget (profile metered, 100 tokens a day): spent 150 of 100." in text, page
 
 
 def test_an_override_allows_exactly_one_more_model_request(metered, operator_user):
