@@ -18,7 +18,7 @@ from axes import admin as axes_admin
 from axes.models import AccessAttempt
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.auth import get_permission_codename
+from django.contrib.auth import get_permission_codename, get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db.models import Field, ForeignKey, Model, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
@@ -48,7 +48,7 @@ from runs.models import (
     Thread,
     ToolRecovery,
 )
-from runs.policy_rows import PatternRowsWidget, RowsField, RuleRowsWidget
+from runs.policy_rows import BudgetRowsWidget, PatternRowsWidget, RowsField, RuleRowsWidget
 from runs.services.lifecycle import HoldRefused, bundle_import, current_policy_version, remasking, set_hold
 from runs.services.recovery import estimate
 from runs.services.reports import dry_run, effective_approvals, problems_of_rule
@@ -56,6 +56,7 @@ from runs.services.store import (
     POLICY_VERSION_FIELDS,
     ModelChoice,
     access,
+    budget_rules,
     model_problems,
     parse_redact_patterns,
     publish_policy_version,
@@ -206,6 +207,24 @@ def _pattern_problems(pattern: Any) -> list[str]:
     return []
 
 
+def _budget_problems(index: int, budget: Any, team_id: int | None) -> list[str]:
+    """What is wrong with one budget row: its shape, and (once the team is known) a name the team does not have."""
+    try:
+        (parsed,) = budget_rules.parse_budgets([budget])
+    except ValueError as exc:
+        return [f"budget {index + 1}: {exc}"]
+    if team_id is None or parsed.name == budget_rules.EACH_USER:
+        return []
+    if parsed.scope == "profile":
+        if not AgentProfile.objects.filter(team_id=team_id, name=parsed.name).exists():
+            return [f"budget {index + 1}: the team has no profile named {parsed.name!r}."]
+        return []
+    user = get_user_model().objects.filter(username=parsed.name).first()
+    if user is None or access.role_in(user, team_id) is None:
+        return [f"budget {index + 1}: the team has no member named {parsed.name!r}."]
+    return []
+
+
 class HostPolicyForm(forms.ModelForm):
     """The policy's name plus the fields of the version that saving will publish."""
 
@@ -249,6 +268,16 @@ class HostPolicyForm(forms.ModelForm):
         widget=PatternRowsWidget(),
         help_text=REDACTION_HELP,
     )
+    budgets = RowsField(
+        required=False,
+        widget=BudgetRowsWidget(),
+        help_text=(
+            "One budget per row: a profile (by name) or a user (a username, or * for each user on their own), "
+            "a UTC calendar day or month, and a limit in tokens (input + output) or money (the currency of Model "
+            "prices; runs of unknown cost are not counted). Once spent, a run's next model request waits for an "
+            "approver, who may allow one request or deny (the run fails with budget_exceeded)."
+        ),
+    )
     comment = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 90}), help_text="Why this change."
     )
@@ -286,6 +315,18 @@ class HostPolicyForm(forms.ModelForm):
             raise self._rows_field("approval_rules").errors_beside_rows(problems)
         self.parsed_rules = parse_approval_rules(rules)
         return rules
+
+    def clean_budgets(self) -> list[Any]:
+        budgets = self.cleaned_data["budgets"] or []
+        if not isinstance(budgets, list):
+            raise forms.ValidationError("Invalid budgets: they must be a list of budgets.")
+        team = self.instance.team_id if self.instance.pk else getattr(self.cleaned_data.get("team"), "pk", None)
+        problems = {
+            index: found for index, budget in enumerate(budgets) if (found := _budget_problems(index, budget, team))
+        }
+        if problems:
+            raise self._rows_field("budgets").errors_beside_rows(problems)
+        return budgets
 
     def clean_redact_patterns(self) -> list[str]:
         patterns = self.cleaned_data["redact_patterns"] or []
@@ -383,6 +424,7 @@ class HostPolicyAdmin(TeamScopedAdmin):
         ("Model requests", {"fields": ["model_max_retries"]}),
         ("Timeline", {"fields": ["redact_patterns"]}),
         ("Retention", {"fields": ["retention_days"]}),
+        ("Budgets", {"fields": ["budgets"]}),
         ("This change", {"fields": ["comment"]}),
     ]
 

@@ -156,6 +156,9 @@ class HostPolicyVersion(models.Model):
         help_text="Days a completed, failed or cancelled execution is kept before retention purges its journal, "
         "timeline and checkpoints; blank keeps them forever.",
     )
+    budgets = models.JSONField(
+        default=list, blank=True, help_text="Token or money limits per profile or user, a UTC day or month each."
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     comment = models.TextField(blank=True)

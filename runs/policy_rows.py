@@ -1,4 +1,4 @@
-"""A policy's JSON lists (approval rules, redaction patterns) edited in the admin as rows of inputs, one per item.
+"""A policy's JSON lists (approval rules, redaction patterns, budgets) edited in the admin as rows, one per item.
 
 The page posts `<name>-rows` (how many rows) and `<name>-<row>-<column>` for each cell, plus `<name>-<row>-remove`;
 blank and removed rows are dropped. The field turns the rows into the same JSON list the policy stores, so the
@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString
 
 from runs.forms import StorableJSONField
 
-__all__ = ("PatternRowsWidget", "PostedRows", "RowsField", "RuleRowsWidget")
+__all__ = ("BudgetRowsWidget", "PatternRowsWidget", "PostedRows", "RowsField", "RuleRowsWidget")
 
 # More rows than any policy needs: a post naming a larger count is read up to here.
 MAX_ROWS = 200
@@ -178,6 +178,32 @@ class PatternRowsWidget(RowsWidget):
 
     def item_of(self, cells: Mapping[str, str]) -> str:
         return cells.get("pattern", "")
+
+
+class BudgetRowsWidget(RowsWidget):
+    """A budget per row: whom it covers (a profile or a user), its window, and its limit in tokens or money."""
+
+    columns = (
+        Column("scope", "covers a", choices=("", "profile", "user")),
+        Column("name", "profile name, username, or * for each user"),
+        Column("window", "per UTC", choices=("", "day", "month")),
+        Column("unit", "limit in", choices=("", "tokens", "money")),
+        Column("limit", "limit", size=12),
+    )
+    add_label = "Add a budget"
+
+    def cells_of(self, item: Any) -> dict[str, str]:
+        if not isinstance(item, Mapping):
+            return {"name": json.dumps(item, ensure_ascii=False)}
+        cells = {column.name: str(item.get(column.name, "")) for column in self.columns}
+        if "limit" in item:
+            cells["limit"] = _value_text(item["limit"])
+        return cells
+
+    def item_of(self, cells: Mapping[str, str]) -> dict[str, Any]:
+        budget: dict[str, Any] = {column.name: cells.get(column.name, "") for column in self.columns}
+        budget["limit"] = _typed_value(budget["limit"])
+        return budget
 
 
 class RowsField(StorableJSONField):

@@ -15,6 +15,7 @@ from ._approval_rules import (
     parse_approval_rules,
 )
 from ._boundaries import BOUNDARY_TYPE, CheckpointBoundaries, boundary_of
+from ._budget import BUDGET_CAPABILITY_ID, BUDGET_EXCEEDED, OVER_BUDGET_TOOL, BudgetCapability, BudgetCheck, OverBudget
 from ._capability_state import AgentContextState
 from ._children import CHILD_METADATA_KEY, ChildRequest, child_request_of, host_child_tool
 from ._codec import (
@@ -82,11 +83,14 @@ from ._tools import RECOVERY_RETRY_SAFE_METADATA_KEY, is_recovery_retryable, rec
 __all__ = (
     "APPROVAL_CAPABILITY_ID",
     "BOUNDARY_TYPE",
+    "BUDGET_CAPABILITY_ID",
+    "BUDGET_EXCEEDED",
     "CHILD_METADATA_KEY",
     "CODEC_VERSION",
     "DEFERRED_UNAVAILABLE_MESSAGE",
     "INTERRUPTED_TOOL_RESULT",
     "MAX_DEFERRED_REQUESTS",
+    "OVER_BUDGET_TOOL",
     "RECOVERY_RETRY_SAFE_METADATA_KEY",
     "SHELL_MOUNT",
     "SHELL_TOOL_NAMES",
@@ -101,6 +105,8 @@ __all__ = (
     "ApprovalRule",
     "ApprovalRulesCapability",
     "ArgumentCondition",
+    "BudgetCapability",
+    "BudgetCheck",
     "CapabilityState",
     "CheckpointBoundaries",
     "ChildRequest",
@@ -129,6 +135,7 @@ __all__ = (
     "InputSource",
     "InputTextEvent",
     "LocalShellEnvironment",
+    "OverBudget",
     "PendingDeferredCalls",
     "Replay",
     "ReplayDiverged",

@@ -69,6 +69,8 @@ FEATURE_TESTS = [
     "tests/host/test_retention_kill.py",
     # A re-mask moves its cursor and counts with conditional F() UPDATEs and rewrites JSON in chunked bulk updates.
     "tests/host/test_remask.py",
+    # A budget sums a window's runs filtered on a key of their JSON profile snapshot, and a suspension and override.
+    "tests/host/test_budgets.py",
 ]
 # Team scoping is subqueries on memberships on every read; the per-team thread id is a composite unique key. The
 # matrix is every role on every surface: a run of its own.

@@ -17,6 +17,7 @@ def policy_form(**overrides: str) -> dict[str, str]:
         "approval_timeout_seconds": "0",
         "redact_patterns": "[]",
         "model_max_retries": "2",
+        "budgets": "[]",
         "comment": "",
         # The read-only version history inline still posts its management form.
         "versions-TOTAL_FORMS": "0",

@@ -549,6 +549,13 @@ ADMIN_POLICY_POSTS = {
     "nul in a rule": {"approval_rules": '[{"tool": "\\u0000"}]'},
     "nested rules": {"approval_rules": "[" * 5000 + "]" * 5000},
     "nul redaction pattern": {"redact_patterns": '["\\u0000"]'},
+    "nul in a budget": {
+        "budgets": '[{"scope": "user", "name": "\\u0000", "window": "day", "unit": "tokens", "limit": 9}]'
+    },
+    "budget beyond a double": {
+        "budgets": '[{"scope": "user", "name": "*", "window": "day", "unit": "money", "limit": 1e999}]'
+    },
+    "nested budgets": {"budgets": "[" * 5000 + "]" * 5000},
     "nul comment": {"comment": "why\x00"},
     "attempts beyond 64 bits": {"max_attempts": str(HUGE)},
     "unknown recovery mode": {"tool_recovery": "sometimes"},
@@ -565,6 +572,7 @@ def policy_post(**changes: str) -> dict[str, str]:
         "approval_timeout_seconds": "0",
         "model_max_retries": "1",
         "redact_patterns": "[]",
+        "budgets": "[]",
         "comment": "",
         "versions-TOTAL_FORMS": "0",
         "versions-INITIAL_FORMS": "0",

@@ -2,7 +2,7 @@
 page's config, provenance, failures, the audit, the list of executions, rule checks, dry runs, usage and cost.
 Nothing here writes."""
 
-from . import costs, durations, failures, provenance, run_comparison, step_alignment, timeline_page
+from . import budget_usage, costs, durations, failures, provenance, run_comparison, step_alignment, timeline_page
 from .audit import CSV_COLUMNS, AuditFilters, audit_rows, csv_lines
 from .dry_run import dry_run
 from .execution_list import WAITING_FOR, Cursor, ExecutionFilters, ExecutionPage, execution_page, status_counts
@@ -17,6 +17,7 @@ __all__ = (
     "ExecutionFilters",
     "ExecutionPage",
     "audit_rows",
+    "budget_usage",
     "costs",
     "csv_lines",
     "dry_run",

@@ -7,6 +7,7 @@ what-if fork changes.
 
 from . import (
     access,
+    budget_rules,
     bundle_format,
     checkpoints,
     journal,
@@ -44,6 +45,7 @@ __all__ = (
     "approval_capability",
     "approval_reason",
     "base_url_problem",
+    "budget_rules",
     "bundle_format",
     "checkpoints",
     "expiry_for",

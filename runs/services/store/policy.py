@@ -18,6 +18,8 @@ from django.db import transaction
 from runs.harness import ApprovalPolicy, ApprovalRule, ApprovalRulesCapability, parse_approval_rules
 from runs.models import POLICY_VERSION_LIMITS, RETENTION_DAYS_LIMITS, HostPolicy, HostPolicyVersion
 
+from .budget_rules import parse_budgets
+
 TOOL_OWN_REASON = "The tool itself asks for approval."
 
 
@@ -87,6 +89,7 @@ POLICY_VERSION_FIELDS: Sequence[str] = (
     "redact_patterns",
     "model_max_retries",
     "retention_days",
+    "budgets",
 )
 
 
@@ -102,6 +105,7 @@ def publish_policy_version(
     if unknown:
         raise TypeError(f"Not policy version fields: {sorted(unknown)}")
     parse_approval_rules(values.get("approval_rules"))
+    parse_budgets(values.get("budgets"))
     check_limits(values)
     if "redact_patterns" in values:
         parse_redact_patterns(values["redact_patterns"])

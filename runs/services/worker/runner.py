@@ -25,8 +25,12 @@ from django.utils import timezone
 from pydantic_ai import ToolCallPart, ToolDefinition
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelResponse
+from pydantic_ai.usage import RunUsage
 
 from runs.harness import (
+    OVER_BUDGET_TOOL,
+    BudgetCapability,
+    BudgetCheck,
     CheckpointBoundaries,
     DeferredToolCall,
     DeferredToolResume,
@@ -35,6 +39,7 @@ from runs.harness import (
     HarnessRunResult,
     HarnessRunResultEvent,
     HarnessState,
+    OverBudget,
     RunBindings,
     SafeFailure,
     ToolRecoveryMode,
@@ -55,6 +60,7 @@ from runs.models import (
 
 from ..lifecycle.cancellation import drop_unseen_request
 from ..lifecycle.children import answer_parent, start_children
+from ..reports import budget_usage
 from ..store import checkpoints, leases
 from ..store.agents import build_executable, run_rules
 from ..store.host_events import HostEvent, announce
@@ -81,7 +87,16 @@ AgentBuilder = Callable[[Run, list[AbstractCapability[Any]]], ExecutableAgent[An
 
 
 def _from_profile(run: Run, capabilities: list[AbstractCapability[Any]]) -> ExecutableAgent[Any]:
-    return build_executable(run, extra_capabilities=capabilities)
+    # Only a run on its profile's model spends: a replay (its own builder) answers from a recording.
+    budget = [BudgetCapability(check=_budget_check(run))] if budget_usage.rules_of(run) else []
+    return build_executable(run, extra_capabilities=[*capabilities, *budget])
+
+
+def _budget_check(run: Run) -> BudgetCheck:
+    async def check(usage: RunUsage) -> OverBudget | None:
+        return await sync_to_async(budget_usage.first_spent_budget)(run, usage)
+
+    return check
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,9 +153,9 @@ def publish_status_now(execution_pk: int) -> None:
 
 
 def _load(run_pk: int) -> tuple[Run, _Start]:
-    run = Run.objects.select_related("execution__thread__profile", "policy_version", "start_checkpoint__run").get(
-        pk=run_pk
-    )
+    run = Run.objects.select_related(
+        "execution__thread__profile", "execution__created_by", "policy_version", "start_checkpoint__run"
+    ).get(pk=run_pk)
     thread = run.execution.thread
     start = run.start_checkpoint
     if start is None:
@@ -362,6 +377,8 @@ def _deferred_requests(run: Run, result: HarnessRunResult[Any], checkpoint: Any)
         args = call.args_as_dict()
         approval = kind == DeferredKind.APPROVAL
         reason = approval_reason(policy_version, call.tool_name, args, also=own_rules) if approval else ""
+        if call.tool_name == OVER_BUDGET_TOOL:
+            reason = f"Over budget ({args.get('budget')}): spent {args.get('spent')} of {args.get('limit')}."
         return DeferredRequest(
             execution_id=run.execution_id,
             run=run,
