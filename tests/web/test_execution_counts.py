@@ -54,25 +54,24 @@ def test_another_teams_executions_are_never_counted(member):
 
 
 def test_the_other_filters_narrow_the_counts_and_the_chosen_status_is_current(member):
-    research = lifecycle.create_thread(AgentProfile.objects.create(name="research", model="demo"))
-    factories.make_execution(research, status="completed")
-    factories.make_execution(research, status="failed")
-    factories.make_execution(status="completed")
+    for status in ("completed", "failed", "failed"):
+        factories.make_execution(status=status, input="rotate the signing key")
+    factories.make_execution(status="failed", input="summarise the week")
     factories.suspended_execution()
 
     position = str(Cursor(timezone.now(), 1))
-    response = member.get(COUNTS, {"profile": "research", "status": "failed", "after": position})
+    response = member.get(COUNTS, {"q": "signing", "status": "failed", "after": position})
     body = response.json()
 
     links = {entry["label"]: entry for entry in body["links"]}
-    assert links["any"]["count"] == 2 and links["completed"]["count"] == 1 and links["failed"]["count"] == 1
+    assert links["any"]["count"] == 3 and links["completed"]["count"] == 1 and links["failed"]["count"] == 2
     assert links["waiting"]["count"] == 0 and links["waiting for approval"]["count"] == 0
     # What "all matching" acts on: the chosen status included.
-    assert body["total"] == 1
+    assert body["total"] == 2
     assert [label for label, entry in links.items() if entry["current"]] == ["failed"]
     # Each link keeps the other filters and drops the page position.
-    assert links["completed"]["url"] == "?profile=research&status=completed"
-    assert links["any"]["url"] == "?profile=research"
+    assert links["completed"]["url"] == "?q=signing&status=completed"
+    assert links["any"]["url"] == "?q=signing"
 
 
 def test_the_waiting_kinds_count_only_pending_requests(member):
