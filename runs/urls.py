@@ -14,6 +14,7 @@ urlpatterns = [
     path("threads/<pk:pk>/executions/", views.start_execution, name="start_execution"),
     path("checkpoints/<pk:pk>/fork/", views.fork_checkpoint, name="fork_checkpoint"),
     path("executions/", views.execution_list, name="executions"),
+    path("executions/counts/", views.execution_counts, name="execution_counts"),
     path("executions/views/", views.save_view, name="save_view"),
     path("executions/bulk/", bulk_views.bulk_action, name="bulk_action"),
     path("executions/bulk/<pk:pk>/", bulk_views.bulk_operation, name="bulk_operation"),

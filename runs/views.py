@@ -61,6 +61,7 @@ from runs.services.lifecycle import (
     what_if,
 )
 from runs.services.reports import (
+    ExecutionFilters,
     costs,
     durations,
     execution_page,
@@ -115,7 +116,10 @@ def threads(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def execution_list(request: HttpRequest) -> HttpResponse:
-    """Every execution the user may see, newest first, narrowed by the filters in the query string."""
+    """Every execution the user may see, newest first, narrowed by the filters in the query string.
+
+    The counts per status read every matching execution, so the page leaves them out: its script fetches them from
+    `execution_counts`, and without scripts a link asks for this page with `counts=1`, which counts inline."""
     form = ExecutionFilterForm(request.GET, viewer=request.user)
     filters = form.filters()
     valid = form.is_valid()
@@ -125,29 +129,19 @@ def execution_list(request: HttpRequest) -> HttpResponse:
         after=form.cleaned_data.get("after") if valid else None,
         before=form.cleaned_data.get("before") if valid else None,
     )
-    # The filters without the page position: what the status links, the cursors and a saved view build on.
-    query = request.GET.copy()
-    for name in ("after", "before"):
-        query.pop(name, None)
-    counts = status_counts(filters)
+    query = _filter_query(request)
     current = request.GET.get("status", "") if valid else ""
-    status_links = [
-        (label, count, _with(query, status=value), value == current)
-        for label, value, count in [
-            ("any", "", counts["total"]),
-            *((status, status, count) for status, count in counts["statuses"]),
-            *((f"waiting for {kind}", f"waiting:{kind}", count) for kind, count in counts["waiting_for"]),
-        ]
-    ]
+    status_links = _status_links(filters, query, current) if request.GET.get("counts") else None
     return render(
         request,
         "runs/executions.html",
         {
             "filters": form,
             "page": page,
-            # How many the filters match, the status included: what "all matching" acts on.
-            "total": next(count for _, count, _, chosen in status_links if chosen),
+            "total": _matching_total(status_links) if status_links is not None else None,
             "status_links": status_links,
+            "counts_url": reverse("runs:execution_counts") + (f"?{query.urlencode()}" if valid else ""),
+            "with_counts_url": _with(query, counts="1"),
             "older_url": _with(query, after=str(page.older)) if page.older else None,
             "newer_url": _with(query, before=str(page.newer)) if page.newer else None,
             "filter_query": query.urlencode(),
@@ -158,6 +152,54 @@ def execution_list(request: HttpRequest) -> HttpResponse:
         # Refused filters are shown with their reasons, and the list is then unfiltered.
         status=200 if valid else 400,
     )
+
+
+@login_required
+def execution_counts(request: HttpRequest) -> JsonResponse:
+    """The executions list's counts per status under the filters in the query string, for the list's script:
+    `{"total": how many the filters match, "links": [{"label", "count", "url", "current"}, ...]}`."""
+    form = ExecutionFilterForm(request.GET, viewer=request.user)
+    if not form.is_valid():
+        return JsonResponse({"error": f"These filters are refused: {form.errors.as_text()}"}, status=400)
+    links = _status_links(form.filters(), _filter_query(request), request.GET.get("status", ""))
+    return JsonResponse(
+        {
+            "total": _matching_total(links),
+            "links": [
+                {"label": label, "count": count, "url": url, "current": current} for label, count, url, current in links
+            ],
+        }
+    )
+
+
+StatusLink = tuple[str, int, str, bool]
+"""A link of the counts per status: its label, how many executions it holds, its URL, whether it is the current."""
+
+
+def _filter_query(request: HttpRequest) -> QueryDict:
+    """The list's filters without the page position and the counts switch: what the status links, the cursors and
+    a saved view build on."""
+    query = request.GET.copy()
+    for name in ("after", "before", "counts"):
+        query.pop(name, None)
+    return query
+
+
+def _status_links(filters: ExecutionFilters, query: QueryDict, current: str) -> list[StatusLink]:
+    counts = status_counts(filters)
+    return [
+        (label, count, _with(query, status=value), value == current)
+        for label, value, count in [
+            ("any", "", counts["total"]),
+            *((status, status, count) for status, count in counts["statuses"]),
+            *((f"waiting for {kind}", f"waiting:{kind}", count) for kind, count in counts["waiting_for"]),
+        ]
+    ]
+
+
+def _matching_total(links: list[StatusLink]) -> int:
+    """How many the filters match, the status included: what "all matching" acts on."""
+    return next(count for _, count, _, current in links if current)
 
 
 @login_required

@@ -204,6 +204,11 @@ def test_the_executions_list_and_its_query_plans_on_postgresql(postgres_url, tmp
     pytest_on_postgresql(
         postgres_url,
         tmp_path,
-        ["tests/web/test_execution_list.py", "tests/web/test_saved_views.py", "tests/web/test_bulk_actions.py"],
+        [
+            "tests/web/test_execution_list.py",
+            "tests/web/test_execution_counts.py",
+            "tests/web/test_saved_views.py",
+            "tests/web/test_bulk_actions.py",
+        ],
         timeout=900,
     )

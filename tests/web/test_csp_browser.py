@@ -26,6 +26,8 @@ def test_no_page_violates_the_content_security_policy(operator_page, live_stack,
         "/": "h1",
         f"/threads/{execution.thread_id}/": "h1",
         f"/executions/{execution.pk}/": "#timeline .item-message",
+        # The counts per status, fetched by the list's script.
+        "/executions/": "[data-status-count=any]",
         f"/runs/{run.pk}/": "h1",
         f"/executions/{execution.pk}/events/1/": "h1",
         "/approvals/": "h1",

@@ -152,6 +152,8 @@ SURFACES: dict[str, Surface | None] = {
     ),
     # Lists show each user what they may see, so every role gets the page.
     "runs:executions": Surface("get", lambda w: reverse("runs:executions"), SEE_ALL),
+    # Counted under the same scoping as the list (test_lists_show_only_the_users_teams).
+    "runs:execution_counts": Surface("get", lambda w: reverse("runs:execution_counts"), SEE_ALL),
     # A saved view is the user's own (a name and a query string), whatever their teams; another's is 404.
     "runs:save_view": Surface(
         "post", lambda w: reverse("runs:save_view"), {role: 302 for role in ROLES}, lambda w: {"name": "mine"}
@@ -366,6 +368,11 @@ def test_lists_show_only_the_users_teams(client, world, user_of, role, django_us
         role in {"outsider", "superuser"}
     )
     assert ("b-member" in {user.username for user in offered["by"].queryset}) == (role in {"outsider", "superuser"})
+    # The counts per status count only what the list shows.
+    in_a, in_b = (Execution.objects.filter(thread__team__name=name).count() for name in (world.team_a.name, "team-b"))
+    assert in_a
+    expected = {"outsider": in_b, "nobody": 0, "superuser": Execution.objects.count()}.get(role, in_a)
+    assert client.get(reverse("runs:execution_counts")).json()["total"] == expected
 
 
 @pytest.mark.parametrize("role", ROLES)

@@ -195,17 +195,20 @@ def status_counts(filters: ExecutionFilters) -> dict[str, Any]:
     by_status = Counter(
         {row["status"]: row["n"] for row in base.matching().order_by().values("status").annotate(n=Count("pk"))}
     )
+    # From the waiting executions to their pending requests at the thread's selected checkpoint: starting from the
+    # requests let the planner walk each thread's executions for every request.
     waiting = (
-        DeferredRequest.objects.filter(
-            execution__in=base.matching().filter(status=ExecutionStatus.WAITING).values("pk"),
-            checkpoint_id=F("execution__thread__selected_checkpoint_id"),
-            status=DeferredStatus.PENDING,
+        base.matching()
+        .filter(
+            status=ExecutionStatus.WAITING,
+            deferred_requests__status=DeferredStatus.PENDING,
+            deferred_requests__checkpoint_id=F("thread__selected_checkpoint_id"),
         )
         .order_by()
-        .values("kind")
-        .annotate(n=Count("execution", distinct=True))
+        .values("deferred_requests__kind")
+        .annotate(n=Count("pk", distinct=True))
     )
-    by_kind = Counter({row["kind"]: row["n"] for row in waiting})
+    by_kind = Counter({row["deferred_requests__kind"]: row["n"] for row in waiting})
     return {
         "statuses": [(status, by_status[status]) for status in ExecutionStatus.values],
         "waiting_for": [(kind, by_kind[kind]) for kind in WAITING_FOR],
