@@ -133,6 +133,14 @@ def test_a_redacted_bundle_holds_no_journal_no_state_and_no_secret(tree, client,
         forks.fork_thread(copy.thread.selected_checkpoint)
 
 
+def test_a_redacted_export_refuses_an_altered_checkpoint(tree):
+    altered = Checkpoint.objects.filter(thread=tree.thread, parent__isnull=False).order_by("pk").first()
+    Checkpoint.objects.filter(pk=altered.pk).update(history_delta=altered.history_delta + " ")
+    with pytest.raises(checkpoints.CheckpointError, match=f"checkpoint {altered.pk} .* was altered"):
+        exported(tree, BundleMode.REDACTED)
+    assert not BundleTransfer.objects.exists()
+
+
 def test_every_export_is_recorded_and_a_full_one_needs_the_permission(tree, django_user_model):
     viewer = factories.member(django_user_model, "viewer-1", default_team(), TeamRole.VIEWER)
     outsider = factories.member(django_user_model, "outsider-1", Team.objects.create(name="other"), TeamRole.ADMIN)

@@ -181,3 +181,57 @@ def test_the_thread_page_lists_and_forks_a_delta_checkpoint(demo_thread, client,
     response = client.post(f"/checkpoints/{source.pk}/fork/", {"title": "Refused", "submission_key": "k2"}, follow=True)
     assert not Thread.objects.filter(title="Refused").exists()
     assert "was altered" in response.content.decode()
+
+
+def assert_summaries_are_what_load_gives(thread: Thread) -> None:
+    summaries = checkpoints.summaries(thread)
+    rows = list(Checkpoint.objects.filter(thread=thread).order_by("pk"))
+    assert list(summaries) == [row.pk for row in rows]
+    for row in rows:
+        state = checkpoints.load(row)
+        loaded = checkpoints.HistorySummary(len(state.message_history), checkpoints.last_response_calls(state))
+        assert summaries[row.pk] == loaded, row.pk
+
+
+def test_summaries_walk_bases_deltas_branches_recoveries_and_forks_as_load_reads_them(
+    demo_thread, monkeypatch, settings
+):
+    settings.HARNESS_RECOVERY_BACKOFF_SECONDS = 0
+    dead = dead_after_the_slow_step(demo_thread, monkeypatch)
+    assert recovery.sweep().recovered == 1
+    successor = Run.objects.get(previous_run=dead)
+    assert runner.execute_run(successor.pk) == "completed"
+    fork = forks.fork_thread(delta_boundary(successor), title="from the recovery")
+    assert runner.execute_run(start(fork, "Please look up REC-42").pk) == "completed"
+    # A chain of many bases, a history that starts a new one, and two deltas continuing the same checkpoint.
+    plain = factories.thread()
+    states = growing_states(plain, 12)
+    rows = write_chain(plain, states)
+    branch = checkpoints.CheckpointChain(checkpoints.load_chain(rows[5])[1])
+    checkpoints.create(plain, states[7], kind=CheckpointKind.BOUNDARY, chain=branch)
+    write_chain(plain, [states[3].with_changes(message_history=[ModelRequest(parts=[UserPromptPart("other")])])])
+
+    assert successor.start_checkpoint.is_delta
+    assert any(summary.last_calls for summary in checkpoints.summaries(fork).values())
+    for thread in (demo_thread, fork, plain):
+        assert_summaries_are_what_load_gives(thread)
+
+
+@pytest.mark.parametrize("what", ["state", "history", "pending", "unkeyed digest", "relinked", "another thread's"])
+def test_summaries_refuse_an_altered_checkpoint_as_load_does(what):
+    thread = factories.thread()
+    rows = write_chain(thread, growing_states(thread, 4))
+    if what == "relinked":
+        Checkpoint.objects.filter(pk=rows[3].pk).update(parent=rows[1])
+    elif what == "another thread's":
+        other = factories.thread()
+        foreign = write_chain(other, growing_states(other, 3))
+        Checkpoint.objects.filter(pk=rows[3].pk).update(parent=foreign[2], base=foreign[0])
+    else:
+        tamper(rows[2], what)
+    with pytest.raises(checkpoints.CheckpointError, match="was altered") as loaded:
+        for row in Checkpoint.objects.filter(thread=thread).order_by("pk"):
+            checkpoints.load(row)
+    with pytest.raises(checkpoints.CheckpointError, match="was altered") as walked:
+        checkpoints.summaries(thread)
+    assert str(walked.value) == str(loaded.value)

@@ -134,12 +134,16 @@ def _members(executions: QuerySet[Execution], threads: list[Thread], full: bool)
                 # say which change it is and stay.
                 row["what_if"] = masks.of(row["id"]).value(row["what_if"], keep=frozenset(row["what_if"]))
 
+    # A state holds every value the run saw; a redacted bundle keeps where and when it was taken, and the counts and
+    # names the pages show of it, checked as loading it would check it.
+    summaries: dict[int, checkpoints.HistorySummary] = {}
+    if not full:
+        for thread in threads:
+            summaries.update(checkpoints.summaries(thread))
+
     def checkpoint_row(row: dict[str, Any]) -> None:
         if not full:
-            # A state holds every value the run saw; a redacted bundle keeps where and when it was taken, and the
-            # counts and names the pages show of it.
-            state = checkpoints.load(Checkpoint.objects.get(pk=row["id"]))
-            summary = {"messages": len(state.message_history), "last_calls": checkpoints.last_response_calls(state)}
+            summary = summaries[row["id"]].as_json()
             row.update(state_json="", history_delta="", parent=None, base=None, pending_deferred_input=None)
             row["metadata"] = {**row["metadata"], checkpoints.REDACTED_SUMMARY: summary}
 

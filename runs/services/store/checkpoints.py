@@ -10,7 +10,8 @@ within a small multiple of its final history.
 Each row's digest is an HMAC (keyed by `settings.CHECKPOINT_KEY`) of its parent's digest and its own content,
 including the accepted deferred input kept beside it. Loading walks the chain from its base,
 re-checks every digest and validates the rebuilt state, so an edit of any row of the chain, or a forged row
-without the key, is refused instead of being continued. The Thread's selected checkpoint moves only forward,
+without the key, is refused instead of being continued. `summaries` gives what pages show of every checkpoint of a
+thread with the same checks, each row read and verified once. The Thread's selected checkpoint moves only forward,
 and only in a transaction that proves the writing run still holds its lease.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +28,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils.crypto import salted_hmac
 from pydantic import ValidationError
+from pydantic_ai import ModelMessage, ModelMessagesTypeAdapter
 from pydantic_ai.messages import ModelResponse
 
 from runs.harness import DeferredToolResume, HarnessState, decode_resume, encode_resume
@@ -39,6 +42,7 @@ __all__ = (
     "ChainTip",
     "CheckpointChain",
     "CheckpointError",
+    "HistorySummary",
     "create",
     "digest_of",
     "last_response_calls",
@@ -47,6 +51,7 @@ __all__ = (
     "pending_input",
     "record",
     "select",
+    "summaries",
 )
 
 BASE_GROWTH = 2
@@ -241,6 +246,18 @@ def select(thread: Thread, checkpoint: Checkpoint, *, lease: Lease) -> None:
         raise CheckpointError(f"thread {thread.pk} already selected a newer checkpoint than {checkpoint.pk}")
 
 
+_CHAIN_FIELDS = (
+    "pk",
+    "thread_id",
+    "parent_id",
+    "base_id",
+    "state_json",
+    "history_delta",
+    "digest",
+    "pending_deferred_input",
+)
+
+
 def _chain_rows(checkpoint: Checkpoint) -> list[Checkpoint]:
     """The rows from the chain's base to `checkpoint`, in order, read in one query."""
     if checkpoint.base_id is None:
@@ -249,9 +266,7 @@ def _chain_rows(checkpoint: Checkpoint) -> list[Checkpoint]:
         row.pk: row
         for row in Checkpoint.objects.filter(Q(pk=checkpoint.base_id) | Q(base_id=checkpoint.base_id))
         .filter(pk__lt=checkpoint.pk)
-        .only(
-            "pk", "thread_id", "parent_id", "base_id", "state_json", "history_delta", "digest", "pending_deferred_input"
-        )
+        .only(*_CHAIN_FIELDS)
     }
     chain = [checkpoint]
     while chain[-1].parent_id is not None:
@@ -266,18 +281,28 @@ def _chain_rows(checkpoint: Checkpoint) -> list[Checkpoint]:
     return chain
 
 
+def _verify(row: Checkpoint, parent_digest: str, checkpoint: Checkpoint) -> None:
+    """Refuse `checkpoint` unless `row` of its chain (the row itself or one before it) has the digest it was stored
+    with after `parent_digest`."""
+    expected = digest_of(parent_digest, row.state_json, row.history_delta, row.pending_deferred_input)
+    if not hmac.compare_digest(expected, row.digest):
+        where = "" if row.pk == checkpoint.pk else f" (at checkpoint {row.pk} of its chain)"
+        raise CheckpointError(
+            f"checkpoint {checkpoint.pk} of thread {checkpoint.thread_id} was altered{where}: its digest does not "
+            "match the stored state; refusing to continue from it"
+        )
+
+
+def _invalid(checkpoint: Checkpoint, exc: Exception) -> CheckpointError:
+    return CheckpointError(f"checkpoint {checkpoint.pk} holds an invalid state: {exc}")
+
+
 def load_chain(checkpoint: Checkpoint) -> tuple[HarnessState, ChainTip]:
     """The checkpoint's state after checking every digest of its chain and validating it, and its chain tip."""
     rows = _chain_rows(checkpoint)
     parent_digest = ""
     for row in rows:
-        expected = digest_of(parent_digest, row.state_json, row.history_delta, row.pending_deferred_input)
-        if not hmac.compare_digest(expected, row.digest):
-            where = "" if row.pk == checkpoint.pk else f" (at checkpoint {row.pk} of its chain)"
-            raise CheckpointError(
-                f"checkpoint {checkpoint.pk} of thread {checkpoint.thread_id} was altered{where}: its digest does not "
-                "match the stored state; refusing to continue from it"
-            )
+        _verify(row, parent_digest, checkpoint)
         parent_digest = row.digest
     base, deltas = rows[0], rows[1:]
     try:
@@ -289,7 +314,7 @@ def load_chain(checkpoint: Checkpoint) -> tuple[HarnessState, ChainTip]:
             envelope = json.loads(deltas[-1].state_json)
             state = HarnessState.model_validate({**envelope, "message_history": json.loads(history)})
     except (ValidationError, ValueError) as exc:
-        raise CheckpointError(f"checkpoint {checkpoint.pk} holds an invalid state: {exc}") from exc
+        raise _invalid(checkpoint, exc) from exc
     tip = ChainTip(
         pk=checkpoint.pk,
         thread_pk=checkpoint.thread_id,
@@ -307,6 +332,79 @@ def load(checkpoint: Checkpoint) -> HarnessState:
     return load_chain(checkpoint)[0]
 
 
+@dataclass(frozen=True, slots=True)
+class HistorySummary:
+    """What pages show of a checkpoint's state: its number of messages and the calls of its last model response
+    (tool call id -> tool name), as `REDACTED_SUMMARY` keeps them."""
+
+    messages: int
+    last_calls: dict[str, str]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"messages": self.messages, "last_calls": dict(self.last_calls)}
+
+
+@dataclass(frozen=True, slots=True)
+class _Walked:
+    """A checkpoint `summaries` has passed: what a delta stored after it needs to be checked and summed."""
+
+    parent_id: int | None
+    base_id: int | None
+    digest: str
+    summary: HistorySummary
+
+
+def _summary_of(state: HarnessState) -> HistorySummary:
+    messages = state.message_history
+    return HistorySummary(len(messages), _last_calls(messages) or {})
+
+
+def _continues(row: Checkpoint, parent: _Walked) -> bool:
+    """Whether `load` would rebuild `row` as its parent's chain plus `row` (the shape the writer stores): the parent
+    is of the row's chain, as the chain's base or one of its deltas."""
+    if parent.base_id == row.base_id:
+        return True
+    return row.parent_id == row.base_id and parent.parent_id is None
+
+
+def summaries(thread: Thread) -> dict[int, HistorySummary]:
+    """Checkpoint pk -> the summary of its state, for every checkpoint of the thread, refusing an altered or invalid
+    one as `load` would.
+
+    Loading each checkpoint would rebuild and check its whole chain again, which is quadratic in a run's length.
+    Here rows are walked in order, so a delta's parent is always passed before it: its digest is checked against
+    its parent's, and its summary is its parent's plus its own messages, each row decoded once. A row of any other
+    shape (a relinked chain) is loaded instead, with every check of `load`.
+    """
+    walked: dict[int, _Walked] = {}
+    rows = Checkpoint.objects.filter(thread=thread).order_by("pk").only(*_CHAIN_FIELDS)
+    for row in rows.iterator(chunk_size=200):
+        if row.base_id is None or row.parent_id is None:
+            _verify(row, "", row)
+            try:
+                summary = _summary_of(HarnessState.model_validate_json(row.state_json))
+            except (ValidationError, ValueError) as exc:
+                raise _invalid(row, exc) from exc
+        elif (parent := walked.get(row.parent_id)) is not None and _continues(row, parent):
+            _verify(row, parent.digest, row)
+            summary = _summed(row, parent.summary)
+        else:
+            summary = _summary_of(load(row))
+        walked[row.pk] = _Walked(row.parent_id, row.base_id, row.digest, summary)
+    return {pk: passed.summary for pk, passed in walked.items()}
+
+
+def _summed(row: Checkpoint, parent: HistorySummary) -> HistorySummary:
+    """The summary of a delta: its parent's with its own messages added (its envelope checked as `load` checks it)."""
+    try:
+        HarnessState.model_validate({**json.loads(row.state_json), "message_history": []})
+        added = ModelMessagesTypeAdapter.validate_json(row.history_delta)
+    except (ValidationError, ValueError) as exc:
+        raise _invalid(row, exc) from exc
+    calls = _last_calls(added)
+    return HistorySummary(parent.messages + len(added), parent.last_calls if calls is None else calls)
+
+
 def pending_input(checkpoint: Checkpoint) -> DeferredToolResume | None:
     """The accepted deferred input stored beside the checkpoint, as a recovery batch (`recovery=True`)."""
     if checkpoint.pending_deferred_input is None:
@@ -317,7 +415,12 @@ def pending_input(checkpoint: Checkpoint) -> DeferredToolResume | None:
 def last_response_calls(state: HarnessState) -> dict[str, str]:
     """Tool call id -> tool name of the calls of the state's last model response (what a run continuing from it may
     answer without making the calls itself)."""
-    for message in reversed(state.message_history):
+    return _last_calls(state.message_history) or {}
+
+
+def _last_calls(messages: Sequence[ModelMessage]) -> dict[str, str] | None:
+    """The calls of the last model response of `messages`; None when they hold no response."""
+    for message in reversed(messages):
         if isinstance(message, ModelResponse):
             return {call.tool_call_id: call.tool_name for call in message.tool_calls}
-    return {}
+    return None
