@@ -47,8 +47,10 @@ SQLITE_BENCHMARKS = (
     "group_commit",
     "bundles",
     "model_replay",
+    "retention",
+    "webhooks",
 )
-POSTGRES_BENCHMARKS = ("journal", "group_commit", "execution_list", "concurrency")
+POSTGRES_BENCHMARKS = ("journal", "group_commit", "execution_list", "concurrency", "retention")
 # Measured on PostgreSQL only (100,000 executions); `--quick`, which starts no PostgreSQL, runs them on SQLite at a
 # tiny size so the suite's smoke run still covers them.
 POSTGRES_ONLY = frozenset({"execution_list"})
