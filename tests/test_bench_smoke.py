@@ -25,7 +25,7 @@ CASE_KEYS = {
 STATS_KEYS = {"unit", "median", "min", "max", "q1", "q3", "repeats", "samples"}
 MACHINE_KEYS = {"nproc", "memory_gib", "cpu_model", "python", "sqlite", "postgresql"}
 EXPECTED = {
-    "hosting-sqlite": {"engine", "host"},
+    "hosting-sqlite": {"engine", "host", "host cost per delta"},
     "journal-sqlite": {"write"},
     "observer-sqlite": {"observe", "resume"},
     "replay-sqlite": {"replay"},
