@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .context import BenchContext
-from .measure import Comparison, Report, Stats, Target
+from .measure import Comparison, Report, Stats, Target, percentile
 from .sockets import daphne, operator_cookie
 
 __all__ = ("run",)
@@ -83,11 +83,6 @@ def _latencies_ms(execution_pk: int, receipts: list[tuple[int, float]]) -> list[
         TimelineEvent.objects.filter(execution_id=execution_pk).values_list("position", "occurred_at").iterator()
     )
     return [(at - produced[position].timestamp()) * 1000 for position, at in receipts]
-
-
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 @dataclass
@@ -186,13 +181,13 @@ def run(context: BenchContext) -> Report:
             name="live p99 during the makespan",
             size=str(count),
             items=0,
-            subject=Stats.of([_percentile(latencies, 0.99)]),
+            subject=Stats.of([percentile(latencies, 0.99)]),
             baseline=None,
             baseline_name="",
             target=LIVE_TARGET,
             extra={
                 "frames": len(latencies),
-                "p50_ms": _percentile(latencies, 0.50),
+                "p50_ms": percentile(latencies, 0.50),
                 "max_ms": max(latencies),
                 "timeline_length": together.timeline_length,
             },

@@ -22,7 +22,7 @@ from asgiref.sync import async_to_sync
 from tests.support.services import DaphneServer
 
 from .context import BenchContext
-from .measure import Comparison, Report, Stats, Target
+from .measure import Comparison, Report, Stats, Target, percentile
 from .sockets import daphne, operator_cookie, timeline_events
 from .synthetic import SIZES, SyntheticRun, synthetic_run
 from .writer import write_like_worker
@@ -32,11 +32,6 @@ __all__ = ("run",)
 RATE = 500.0
 CLIENTS = 10
 TARGET = Target("median", "<", 50.0, "p99 creation-to-receipt under 50 ms")
-
-
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def _positions_by_item(synthetic: SyntheticRun) -> list[int]:
@@ -124,10 +119,10 @@ def run(context: BenchContext) -> Report:
     for _ in range(context.repeats):
         latencies, after_commit, achieved = _once(server, cookie, synthetic, positions)
         rates.append(achieved)
-        commit_p99s.append(_percentile(after_commit, 0.99))
+        commit_p99s.append(percentile(after_commit, 0.99))
         pooled.extend(latencies)
-        p50s.append(_percentile(latencies, 0.50))
-        p99s.append(_percentile(latencies, 0.99))
+        p50s.append(percentile(latencies, 0.50))
+        p99s.append(percentile(latencies, 0.99))
         maxima.append(max(latencies))
     extra = {
         "clients": CLIENTS,
@@ -135,8 +130,8 @@ def run(context: BenchContext) -> Report:
         "achieved_items_per_s_median": statistics.median(rates),
         "events_per_run": positions[-1],
         "receipts_per_run": len(pooled) // context.repeats,
-        "pooled_p50_ms": _percentile(pooled, 0.50),
-        "pooled_p99_ms": _percentile(pooled, 0.99),
+        "pooled_p50_ms": percentile(pooled, 0.50),
+        "pooled_p99_ms": percentile(pooled, 0.99),
         "pooled_max_ms": max(pooled),
         "mean_ms": statistics.fmean(pooled),
         # The part of the latency after the batch committed (publication, daphne, the clients).

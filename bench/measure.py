@@ -24,6 +24,7 @@ __all__ = (
     "Target",
     "measure_interleaved",
     "measure_pair",
+    "percentile",
     "repeat",
     "stopwatch",
 )
@@ -194,6 +195,12 @@ class Report:
         path = directory / f"{self.benchmark}-{self.database}.json"
         path.write_text(json.dumps(data, indent=2) + "\n")
         return path
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """The sample at `fraction` of the way through the sorted values (nearest rank): p99 is `percentile(v, 0.99)`."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 @contextmanager

@@ -32,6 +32,8 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...]]] = {
     "execution_list": ("bench.execution_list", ()),
     "bundles": ("bench.bundles", ("export full", "export redacted", "import full")),
     "model_replay": ("bench.model_replay", ()),
+    "retention": ("bench.retention", ()),
+    "webhooks": ("bench.webhooks", ()),
 }
 
 

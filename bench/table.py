@@ -25,6 +25,8 @@ ORDER = (
     "execution_list",
     "bundles",
     "model_replay",
+    "retention",
+    "webhooks",
 )
 FLAT_LIMIT = 1.3
 BYTES_LIMIT = 2.0

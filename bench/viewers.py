@@ -26,8 +26,8 @@ from asgiref.sync import async_to_sync
 from tests.support.services import DaphneServer
 
 from .context import BenchContext
-from .live import _percentile, _positions_by_item
-from .measure import Comparison, Report, Stats, Target
+from .live import _positions_by_item
+from .measure import Comparison, Report, Stats, Target, percentile
 from .sockets import daphne, operator_cookie
 from .synthetic import SIZES, SyntheticRun, synthetic_run
 from .writer import write_like_worker
@@ -122,8 +122,8 @@ def _once(
     discard(synthetic.thread_id)
     return {
         "served": sum(viewer["served"] and viewer["digest"] == stored for viewer in results) / viewers,
-        "p99": _percentile(latencies, 0.99) if latencies else float("inf"),
-        "p50": _percentile(latencies, 0.50) if latencies else float("inf"),
+        "p99": percentile(latencies, 0.99) if latencies else float("inf"),
+        "p50": percentile(latencies, 0.50) if latencies else float("inf"),
         "live_frames": len(latencies),
         "errors": [error for output in outputs for error in output["errors"]][:5],
         "load": load,

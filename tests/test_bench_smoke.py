@@ -25,7 +25,7 @@ CASE_KEYS = {
 STATS_KEYS = {"unit", "median", "min", "max", "q1", "q3", "repeats", "samples"}
 MACHINE_KEYS = {"nproc", "memory_gib", "cpu_model", "python", "sqlite", "postgresql"}
 EXPECTED = {
-    "hosting-sqlite": {"engine", "host"},
+    "hosting-sqlite": {"engine", "host", "host cost per delta"},
     "journal-sqlite": {"write"},
     "observer-sqlite": {"observe", "resume"},
     "replay-sqlite": {"replay"},
@@ -40,6 +40,8 @@ EXPECTED = {
         "bundle bytes redacted",
     },
     "model_replay-sqlite": {"replay"},
+    "retention-sqlite": {"rows deleted per second", "longest transaction", "live write p99 during a pass"},
+    "webhooks-sqlite": {"burst delivered", "enqueue-to-receipt p50", "enqueue-to-receipt p99"},
 }
 
 
@@ -52,7 +54,7 @@ def test_quick_bench_writes_results_and_table(tmp_path):
             "--output",
             str(tmp_path),
             "--only",
-            "hosting,observer,journal,replay,live,group_commit,bundles,model_replay",
+            "hosting,observer,journal,replay,live,group_commit,bundles,model_replay,retention,webhooks",
         ],
         cwd=ROOT,
         capture_output=True,

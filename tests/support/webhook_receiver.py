@@ -1,7 +1,7 @@
 """A real HTTP server on a free local port that receives webhooks as a team's endpoint would, and misbehaves on demand.
 
 Paths choose the behaviour: `/ok` answers 204, `/fail` 500, `/slow` waits longer than any test's timeout before
-answering, `/loop` redirects to itself forever. Every request is recorded (path, headers, body) and checked
+answering, `/loop` redirects to itself forever. Every request is recorded (path, headers, body, when) and checked
 against the secret the way a receiver should: the HMAC of `<timestamp>.<body>`, with a fresh timestamp.
 """
 
@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tests.support.local_http import LocalHttpServer, QuietHandler
 
@@ -25,6 +25,8 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    # When the request had been read (time.perf_counter, so a benchmark in this process can time deliveries).
+    at: float = field(default_factory=time.perf_counter)
 
     def signed_by(self, secret: str, *, now: float | None = None) -> bool:
         timestamp = self.headers.get("x-harness-timestamp", "")
@@ -59,6 +61,11 @@ class WebhookReceiver(LocalHttpServer):
                 self.end_headers()
 
         super().__init__(Handler)
+
+    def to_path(self, path: str, *, after: int = 0) -> list[Received]:
+        """The requests to `path` among those received after the first `after` (a benchmark's repetition)."""
+        with self._lock:
+            return [request for request in self.received[after:] if request.path == path]
 
     def of_event(self, event: str) -> list[Received]:
         with self._lock:
