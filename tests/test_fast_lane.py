@@ -1,5 +1,6 @@
-"""`bin/test --fast` does less work without checking less: its workers copy a migrated template database, and its
-property tests run a fifth of their examples (tests/support/template_db.py, tests/support/property_examples.py)."""
+"""`bin/test --fast` does less work without checking less: its workers copy a migrated template database, its
+property tests run a fifth of their examples (tests/support/template_db.py, tests/support/property_examples.py), and
+WhiteNoise finds static files on request (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 import pytest
 from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
+from django.http import HttpResponse
 from hypothesis import settings as hypothesis_settings
+from whitenoise.middleware import WhiteNoiseMiddleware
 
 from tests.support import template_db
 from tests.support.property_examples import FAST_PROFILE, examples
@@ -84,6 +87,31 @@ def test_the_fast_profile_runs_a_fifth_of_each_property_tests_examples():
 
     assert full == [500, 30, 10]
     assert fast == [100, 6, 5]
+
+
+@pytest.mark.parametrize("path", ["/static/img/favicon.svg", "/static/js/socket.js", "/static/admin/css/base.css"])
+def test_a_static_file_found_on_request_is_served_as_the_listed_one(rf, settings, path):
+    served = []
+    for autorefresh in (False, True):
+        settings.WHITENOISE_AUTOREFRESH = autorefresh
+        response = WhiteNoiseMiddleware(lambda request: HttpResponse(status=404))(rf.get(path))
+        served.append((response.status_code, dict(response.headers), b"".join(response.streaming_content)))
+
+    assert served[0] == served[1]
+    assert served[0][0] == 200
+
+
+def test_the_fast_lane_finds_static_files_on_request(pytestconfig):
+    from django.conf import settings
+
+    if pytestconfig.getoption("fast"):
+        assert settings.WHITENOISE_AUTOREFRESH
+
+
+def test_a_missing_static_file_found_on_request_is_left_to_the_app(rf, settings):
+    settings.WHITENOISE_AUTOREFRESH = True
+    response = WhiteNoiseMiddleware(lambda request: HttpResponse(status=404))(rf.get("/static/img/missing.svg"))
+    assert response.status_code == 404
 
 
 @pytest.mark.services

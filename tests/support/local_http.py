@@ -10,6 +10,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
 
+POLL_SECONDS = 0.02
+
 
 class QuietHandler(BaseHTTPRequestHandler):
     """Logs nothing: the tests say what they received."""
@@ -24,7 +26,10 @@ class LocalHttpServer:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # shutdown() waits until the serving loop next looks: at the default half second, each test waited that long.
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True
+        )
 
     def __enter__(self) -> Self:
         self._thread.start()
