@@ -11,18 +11,14 @@ peak over its idle size, per execution in flight, is the memory figure.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from .context import BenchContext
 from .measure import Comparison, Report, Stats, Target, percentile
-from .sockets import daphne, operator_cookie
+from .sockets import daphne, live_clients, operator_cookie
 
 __all__ = ("run",)
 
@@ -42,38 +38,6 @@ def _rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
-
-
-@contextmanager
-def _viewer(execution_pk: int, last_position: int, receipts: list[tuple[int, float]]) -> Iterator[None]:
-    """A websocket client on the execution, subscribed before its job is sent; its live receipts land in
-    `receipts` once it saw `last_position`."""
-    server = daphne()
-    clients = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bench.live_clients",
-            server.ws_url,
-            server.base_url,
-            operator_cookie(),
-            str(execution_pk),
-            "1",
-            str(last_position),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert clients.stdout is not None
-    try:
-        if clients.stdout.readline().strip() != "READY":
-            raise RuntimeError("the viewer did not get ready")
-        yield
-        output, _ = clients.communicate(timeout=120)
-    finally:
-        if clients.poll() is None:
-            clients.kill()
-    receipts.extend((position, at) for position, at in json.loads(output.strip().splitlines()[-1])["receipts"][0])
 
 
 def _latencies_ms(execution_pk: int, receipts: list[tuple[int, float]]) -> list[float]:
@@ -109,10 +73,9 @@ def _makespan(count: int, env: dict[str, str], rss: list[float], watch_until: in
     profile = AgentProfile.objects.create(
         name=f"paced {time.monotonic_ns()}", model="demo", instructions="Be brief.", enabled_tools=paced_model.TOOLS
     )
-    receipts: list[tuple[int, float]] = []
     # Jobs an earlier benchmark left in the shared queue (the executions list's bulk approve queues 1,000 resume
     # runs) would be taken first and timed as ours.
-    queueing.host_queue().empty()
+    queueing.host_queue().empty()  # type: ignore[no-untyped-call]  # rq leaves it unannotated
     with running(RQWorker(env)) as worker:
         time.sleep(3)
         assert worker.process is not None
@@ -124,8 +87,12 @@ def _makespan(count: int, env: dict[str, str], rss: list[float], watch_until: in
                 for n in range(count)
             ]
         pks = [execution.pk for execution in started_executions]
-        watching = _viewer(pks[0], watch_until, receipts) if watch_until is not None else nullcontext()
-        with watching:
+        watching: AbstractContextManager[list[list[tuple[int, float]]]] = (
+            live_clients(daphne(), operator_cookie(), pks[0], 1, watch_until)
+            if watch_until is not None
+            else nullcontext([[]])
+        )
+        with watching as receipts:
             started = time.perf_counter()
             for execution in started_executions:
                 queueing.send_job(execution.runs.get().pk)
@@ -136,7 +103,7 @@ def _makespan(count: int, env: dict[str, str], rss: list[float], watch_until: in
     statuses = set(Execution.objects.filter(pk__in=pks).values_list("status", flat=True))
     assert statuses == {"completed"}, statuses
     length = TimelineEvent.objects.filter(execution_id=pks[0]).count()
-    return _Makespan(elapsed, length, _latencies_ms(pks[0], receipts))
+    return _Makespan(elapsed, length, _latencies_ms(pks[0], receipts[0]))
 
 
 def run(context: BenchContext) -> Report:

@@ -378,7 +378,7 @@ def _bulk_case(report: Report, context: BenchContext, viewer: Any) -> None:
         bulk_operations.run(operation.pk)
     _check_bulk(operation.pk, pks)
     # Queued to be checked, not run: later benchmarks share the queue.
-    queueing.host_queue().empty()
+    queueing.host_queue().empty()  # type: ignore[no-untyped-call]  # rq leaves it unannotated
     report.add(
         Comparison(
             name="bulk approve",

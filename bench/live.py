@@ -10,10 +10,7 @@ p50 and p99.
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
-import sys
 import time
 from bisect import bisect_left
 
@@ -23,7 +20,7 @@ from tests.support.services import DaphneServer
 
 from .context import BenchContext
 from .measure import Comparison, Report, Stats, Target, percentile
-from .sockets import daphne, operator_cookie, timeline_events
+from .sockets import daphne, live_clients, operator_cookie, timeline_events
 from .synthetic import SIZES, SyntheticRun, synthetic_run
 from .writer import write_like_worker
 
@@ -55,25 +52,7 @@ def _once(
 
     discard(synthetic.thread_id)
     run, lease = leased_run(synthetic.thread_id, synthetic.run_id)
-    clients = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bench.live_clients",
-            server.ws_url,
-            server.base_url,
-            cookie,
-            str(run.execution_id),
-            str(CLIENTS),
-            str(positions[-1]),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert clients.stdout is not None
-    try:
-        if clients.stdout.readline().strip() != "READY":
-            raise RuntimeError("the live clients did not get ready")
+    with live_clients(server, cookie, run.execution_id, CLIENTS, positions[-1]) as receipts:
         created_at = [0.0] * synthetic.size
         committed_at = [0.0] * synthetic.size
 
@@ -89,11 +68,6 @@ def _once(
             run, lease, projection, synthetic, pace=RATE, created=created, committed=committed
         )
         achieved = synthetic.size / (time.monotonic() - began)
-        output, _ = clients.communicate(timeout=120)
-    finally:
-        if clients.poll() is None:
-            clients.kill()
-    receipts = json.loads(output.strip().splitlines()[-1])["receipts"]
     latencies, after_commit = [], []
     for client in receipts:
         for position, at in client:

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from tests.support.services import DaphneServer
 
 from .synthetic import SyntheticRun
 
-__all__ = ("daphne", "operator_cookie", "seed_timeline", "stop_daphne", "timeline_events")
+__all__ = ("daphne", "live_clients", "operator_cookie", "seed_timeline", "stop_daphne", "timeline_events")
 
 
 _servers: list[DaphneServer] = []
@@ -80,3 +85,27 @@ def seed_timeline(run: Any, synthetic: SyntheticRun) -> int:
     ]
     TimelineEvent.objects.bulk_create(rows, batch_size=2000)
     return len(rows)
+
+
+@contextmanager
+def live_clients(
+    server: DaphneServer, cookie: str, execution_pk: int, count: int, last_position: int
+) -> Iterator[list[list[tuple[int, float]]]]:
+    """`count` websocket clients on the execution (`bench.live_clients`, a process of their own), subscribed and
+    ready when the block starts; once it ends, the yielded list holds each client's live receipts
+    `(position, time)` up to `last_position`."""
+    argv = [sys.executable, "-m", "bench.live_clients", server.ws_url, server.base_url, cookie]
+    clients = subprocess.Popen(
+        [*argv, str(execution_pk), str(count), str(last_position)], stdout=subprocess.PIPE, text=True
+    )
+    assert clients.stdout is not None
+    receipts: list[list[tuple[int, float]]] = []
+    try:
+        if clients.stdout.readline().strip() != "READY":
+            raise RuntimeError("the live clients did not get ready")
+        yield receipts
+        output, _ = clients.communicate(timeout=120)
+    finally:
+        if clients.poll() is None:
+            clients.kill()
+    receipts.extend(json.loads(output.strip().splitlines()[-1])["receipts"])
