@@ -1,8 +1,8 @@
 """Benchmark 1: the journal write path, against a bulk insert of the same rows with the database driver.
 
 The subject replays a cached synthetic run through the worker's write path as `runner._work` drives it
-(`bench.writer`): batches written by `RunProjection.record` (lease check, journal append, AG-UI projection into
-timeline rows, one transaction, publication to the real Redis channel layer after commit), boundary
+(`bench.writer`): batches prepared and written by the `RunProjection` (lease check, journal append, AG-UI
+projection into timeline rows, one transaction, publication to the real Redis channel layer after commit), boundary
 checkpoints with the state the stream exported there, and the result. Only the engine is left out (its items
 and boundary states were produced beforehand), so the figure is the Host's own cost per item.
 
