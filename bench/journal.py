@@ -31,9 +31,8 @@ import statistics
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import async_to_sync
-
 from .context import BenchContext
+from .host import as_worker
 from .measure import Comparison, Report, Target, measure_pair, stopwatch
 from .synthetic import SIZES, SyntheticRun, synthetic_run
 from .writer import write_like_worker
@@ -182,11 +181,12 @@ class _RunAtDepth:
         # The window continues a run whose earlier batches this writer wrote: it holds their journal cursor and
         # last timeline position (reading the cursor back at depth is a scan of the run that no live run does).
         projection._cursor, projection._last_position = self.cursor, self.position
-        # Inside async_to_sync like `runner.execute_run`: publication then reuses the worker's event loop.
         export = self._exporter()
         with stopwatch() as elapsed:
-            end = async_to_sync(write_like_worker)(
-                self.run, self.lease, projection, self.synthetic, start=self.start, export=export
+            end = as_worker(
+                lambda: write_like_worker(
+                    self.run, self.lease, projection, self.synthetic, start=self.start, export=export
+                )
             )
         self.end_seconds.append(end)
         return elapsed() - end
