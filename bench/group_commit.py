@@ -19,9 +19,8 @@ import time
 import uuid
 from typing import Any
 
-from asgiref.sync import async_to_sync
-
 from .context import BenchContext
+from .host import as_worker
 from .measure import Comparison, Report, Stats, Target
 
 __all__ = ("run",)
@@ -84,7 +83,7 @@ def _once(runs: int, items: int, max_writes: int | None, outcome: list[dict[str,
             )
 
     cpu, wall = time.process_time(), time.perf_counter()
-    async_to_sync(all_runs)()
+    as_worker(all_runs)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     latencies = sorted(group.latencies)
     outcome.append(

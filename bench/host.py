@@ -6,10 +6,14 @@ temporary PostgreSQL cluster), so runs are comparable and nothing touches the de
 
 from __future__ import annotations
 
+import asyncio
 import os
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-__all__ = ("configure", "discard", "leased_run", "seed_checkpoints", "seed_journal")
+__all__ = ("as_worker", "configure", "discard", "leased_run", "seed_checkpoints", "seed_journal")
+
+T = TypeVar("T")
 
 LONG_LEASE_SECONDS = 3600
 
@@ -26,6 +30,17 @@ def configure(database_url: str, redis_url: str) -> None:
 
     django.setup()
     call_command("migrate", verbosity=0, interactive=False)
+
+
+def as_worker(main: Callable[[], Awaitable[T]]) -> T:
+    """`main()` run as the RQ worker runs a job: on the worker's event loop, its database work in Django's thread."""
+    from runs.services.worker import event_loop
+
+    async def run() -> T:
+        return await main()
+
+    with asyncio.Runner(loop_factory=event_loop.new_event_loop) as runner:
+        return runner.run(run())
 
 
 def leased_run(thread_id: str, run_id: str) -> tuple[Any, Any]:

@@ -2,9 +2,10 @@
 
 Three subjects over the same `FunctionModel` stream, timed in turn repetition by repetition in one process:
 bare pydantic-ai (`Agent.iter`, every node's events streamed and dropped), the harness engine alone
-(`ExecutableAgent.stream`, every item consumed), and the whole Host (`runner.execute_run` of a queued Run: lease,
-engine, journal and timeline rows through the `BatchWriter`, boundary and terminal checkpoints, publication to
-the real Redis channel layer, the outcome). Ratios are each subject's time over the bare run's.
+(`ExecutableAgent.stream`, every item consumed), and the whole Host (`runner.aexecute_run` of a queued Run on the
+worker's event loop, as the RQ worker runs a job: lease, engine, journal and timeline rows through the
+`BatchWriter`, boundary and terminal checkpoints, publication to the real Redis channel layer, the outcome).
+Ratios are each subject's time over the bare run's.
 
 The case also reports the Host run's checkpoint bytes against its journal bytes, and the Host's cost per delta
 beyond bare pydantic-ai (one process does all the work, so its time is mostly its CPU).
@@ -80,7 +81,7 @@ def _engine(deltas: int) -> float:
 
 
 class _Host:
-    """Queued Runs of a profile whose "demo" model is the delta stream, executed by the worker's `execute_run`."""
+    """Queued Runs of a profile whose "demo" model is the delta stream, executed as the worker executes a job."""
 
     def __init__(self, deltas: int) -> None:
         from django.conf import settings
@@ -103,12 +104,13 @@ class _Host:
 
     def __call__(self) -> float:
         from runs.services.lifecycle import executions
-        from runs.services.worker import runner
+        from runs.services.worker import event_loop, runner
 
         thread = executions.create_thread(self.profile, title="hosting bench")
         run = executions.start_execution(thread, "go").runs.get()
-        with stopwatch() as elapsed:
-            outcome = runner.execute_run(run.pk)
+        # As the RQ worker runs a job: `aexecute_run` on the worker's event loop, database work in its thread.
+        with stopwatch() as elapsed, asyncio.Runner(loop_factory=event_loop.new_event_loop) as loop:
+            outcome = loop.run(runner.aexecute_run(run.pk))
         assert outcome == "completed", outcome
         # The run must really have streamed the deltas (not, say, the demo agent's own model).
         assert run.journal.count() > self.deltas, "the Host did not run the benchmark's model"

@@ -1,8 +1,8 @@
 """Benchmark 1: the journal write path, against a bulk insert of the same rows with the database driver.
 
 The subject replays a cached synthetic run through the worker's write path as `runner._work` drives it
-(`bench.writer`): batches written by `RunProjection.record` (lease check, journal append, AG-UI projection into
-timeline rows, one transaction, publication to the real Redis channel layer after commit), boundary
+(`bench.writer`): batches prepared and written by the `RunProjection` (lease check, journal append, AG-UI
+projection into timeline rows, one transaction, publication to the real Redis channel layer after commit), boundary
 checkpoints with the state the stream exported there, and the result. Only the engine is left out (its items
 and boundary states were produced beforehand), so the figure is the Host's own cost per item.
 
@@ -31,9 +31,8 @@ import statistics
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import async_to_sync
-
 from .context import BenchContext
+from .host import as_worker
 from .measure import Comparison, Report, Target, measure_pair, stopwatch
 from .synthetic import SIZES, SyntheticRun, synthetic_run
 from .writer import write_like_worker
@@ -182,11 +181,12 @@ class _RunAtDepth:
         # The window continues a run whose earlier batches this writer wrote: it holds their journal cursor and
         # last timeline position (reading the cursor back at depth is a scan of the run that no live run does).
         projection._cursor, projection._last_position = self.cursor, self.position
-        # Inside async_to_sync like `runner.execute_run`: publication then reuses the worker's event loop.
         export = self._exporter()
         with stopwatch() as elapsed:
-            end = async_to_sync(write_like_worker)(
-                self.run, self.lease, projection, self.synthetic, start=self.start, export=export
+            end = as_worker(
+                lambda: write_like_worker(
+                    self.run, self.lease, projection, self.synthetic, start=self.start, export=export
+                )
             )
         self.end_seconds.append(end)
         return elapsed() - end

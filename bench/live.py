@@ -14,11 +14,10 @@ import statistics
 import time
 from bisect import bisect_left
 
-from asgiref.sync import async_to_sync
-
 from tests.support.services import DaphneServer
 
 from .context import BenchContext
+from .host import as_worker
 from .measure import Comparison, Report, Stats, Target, percentile
 from .sockets import daphne, live_clients, operator_cookie, timeline_events
 from .synthetic import SIZES, SyntheticRun, synthetic_run
@@ -64,8 +63,10 @@ def _once(
 
         projection = RunProjection(run)
         began = time.monotonic()
-        async_to_sync(write_like_worker)(
-            run, lease, projection, synthetic, pace=RATE, created=created, committed=committed
+        as_worker(
+            lambda: write_like_worker(
+                run, lease, projection, synthetic, pace=RATE, created=created, committed=committed
+            )
         )
         achieved = synthetic.size / (time.monotonic() - began)
     latencies, after_commit = [], []

@@ -238,13 +238,21 @@ class _Committed:
         self.projection = projection
         self.created: deque[float] = deque()
         self.latencies = latencies
+        self.loaded = False
 
-    def record(self, batch: Any, *, lease: Any, **options: Any) -> Any:
+    def load(self) -> None:
+        self.projection.load()
+        self.loaded = True
+
+    def prepare(self, batch: Any, **options: Any) -> Any:
+        return self.projection.prepare(batch, **options)
+
+    def write(self, prepared: Any, *, lease: Any) -> Any:
         from django.db import transaction
 
-        entries = self.projection.record(batch, lease=lease, **options)
+        entries = self.projection.write(prepared, lease=lease)
         # Batches are written in stream order, so the front of the queue holds this batch's hand-off times.
-        created = [self.created.popleft() for _ in batch]
+        created = [self.created.popleft() for _ in range(prepared.size)]
         # Inside a group's transaction this runs at its commit; alone, the write has committed already.
         transaction.on_commit(lambda: self.latencies.extend(time.perf_counter() - at for at in created))
         return entries

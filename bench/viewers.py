@@ -21,11 +21,10 @@ import sys
 from bisect import bisect_left
 from typing import Any
 
-from asgiref.sync import async_to_sync
-
 from tests.support.services import DaphneServer
 
 from .context import BenchContext
+from .host import as_worker
 from .live import _positions_by_item
 from .measure import Comparison, Report, Stats, Target, percentile
 from .sockets import daphne, operator_cookie
@@ -105,7 +104,7 @@ def _once(
             created_at[position] = at
 
         projection = RunProjection(run)
-        async_to_sync(write_like_worker)(run, lease, projection, synthetic, pace=RATE, created=created)
+        as_worker(lambda: write_like_worker(run, lease, projection, synthetic, pace=RATE, created=created))
         outputs = [json.loads(client.communicate(timeout=240)[0].strip().splitlines()[-1]) for client in clients]
         server_cpu = _servers_cpu(servers) - server_cpu
     finally:

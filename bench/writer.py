@@ -1,9 +1,9 @@
 """The worker's write loop, replayed from a cached synthetic run (what `runner._work` does per item).
 
-Items go through the worker's `BatchWriter` (adaptive batches); a batch is written by `RunProjection.record`; at a
-checkpoint boundary the batch is flushed and `checkpoints.record` stores the state the stream exported there;
-the result goes through `BatchWriter.finish` with `runner._record_result`. Every write goes through
-`sync_to_async`, as in the worker.
+Items go through the worker's `BatchWriter` (adaptive batches); a batch is prepared and written by the
+`RunProjection`; at a checkpoint boundary the batch is flushed and `checkpoints.record` stores the state the
+stream exported there; the result goes through `BatchWriter.finish` with `runner._record_result`. Every write goes
+through `sync_to_async`, as in the worker.
 `pace` (items per second) spaces the items out like a live run; `committed(first, last, at)` learns when the
 batch holding source items `first..last` committed; `created(position, at)` learns when an item was handed to
 the writer (as the engine yields it). `export(boundary)` stands for the stream's `export_state()`
@@ -53,15 +53,23 @@ async def write_like_worker(
     class _Marked:
         def __init__(self) -> None:
             self.first = start
+            self.loaded = False
 
-        def record(self, batch: Any, *, lease: Any, **options: Any) -> Any:
+        def load(self) -> None:
+            projection.load()
+            self.loaded = True
+
+        def prepare(self, batch: Any, **options: Any) -> Any:
+            return projection.prepare(batch, **options)
+
+        def write(self, prepared: Any, *, lease: Any) -> Any:
             if committed is None:
-                return projection.record(batch, lease=lease, **options)
-            first, last = self.first, self.first + len(batch) - 1
+                return projection.write(prepared, lease=lease)
+            first, last = self.first, self.first + prepared.size - 1
             self.first = last + 1
             with transaction.atomic():
                 transaction.on_commit(lambda: committed(first, last, time.time()))
-                return projection.record(batch, lease=lease, **options)
+                return projection.write(prepared, lease=lease)
 
     chain = checkpoints.CheckpointChain()
     async with worker_sender():

@@ -140,7 +140,9 @@ def encode_item(item: HarnessStreamEvent[Any], *, state_checkpointed: bool = Fal
                 ) from exc
     else:
         raise TypeError(f"expected a HarnessStreamEvent, got {type(item).__name__}")
-    stored = _StoredItem(
+    # Not validated again: the envelope's fields come typed from the item, and the body was just validated.
+    # Validating the envelope would check the body a second time, which was most of the time an item took.
+    stored = _StoredItem.model_construct(
         thread_id=item.thread_id,
         run_id=item.run_id,
         sequence=item.sequence,

@@ -5,7 +5,8 @@ forking worker) runs out of memory long before CPU. Here each execution is still
 registries, with its status and result), but the worker runs its jobs as tasks on one asyncio event loop
 (`JobSlots`), taking a job only while it has a free slot. Everything that blocks stays off the loop: database
 work through Django's `sync_to_async`, RQ's Redis bookkeeping in a small thread pool, sync tools in
-pydantic-ai's threads.
+pydantic-ai's threads. The loop is `event_loop.new_event_loop()`'s, which keeps a busy loop from starving those
+threads of the GIL.
 
 Stopping: SIGTERM (or Ctrl-C) stops taking jobs and lets the runs in flight go on for
 `HARNESS_WORKER_GRACE_SECONDS`; then each is cancelled and gives its lease up, so the sweeper recovers it at
@@ -38,7 +39,7 @@ from rq.worker.base import BaseWorker, DequeueStrategy
 import runs.jobs  # noqa: F401 - loaded before the first job, not while it holds a lease
 from runs.services.store import toolbox
 from runs.services.store.queued_jobs import SERIALIZER, HostJob, RefusedJob
-from runs.services.worker import loop_lag
+from runs.services.worker import event_loop, loop_lag
 
 from .slots import JobSlots
 
@@ -84,7 +85,8 @@ class HostWorker(BaseWorker):
             self, size=settings.HARNESS_RUNS_PER_WORKER, grace_seconds=settings.HARNESS_WORKER_GRACE_SECONDS
         )
         try:
-            taken = asyncio.run(slots.serve(burst=burst, max_jobs=max_jobs))
+            with asyncio.Runner(loop_factory=event_loop.new_event_loop) as runner:
+                taken = runner.run(slots.serve(burst=burst, max_jobs=max_jobs))
         finally:
             self.teardown()
         return taken > 0

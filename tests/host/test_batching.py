@@ -25,9 +25,9 @@ class Counting(RunProjection):
         super().__init__(run)
         self.batches: list[int] = []
 
-    def record(self, items, *, lease):
-        entries = super().record(items, lease=lease)
-        self.batches.append(len(items))
+    def write(self, prepared, *, lease):
+        entries = super().write(prepared, lease=lease)
+        self.batches.append(prepared.size)
         return entries
 
 
@@ -106,11 +106,11 @@ class Slow(Counting):
         self.writer: BatchWriter | None = None
         self.queued: list[int] = []
 
-    def record(self, items, *, lease):
+    def write(self, prepared, *, lease):
         assert self.writer is not None
         self.queued.append(self.writer.queued)
         time.sleep(0.02)
-        return super().record(items, lease=lease)
+        return super().write(prepared, lease=lease)
 
 
 def test_under_backpressure_the_stream_waits_for_room_and_the_order_is_kept():

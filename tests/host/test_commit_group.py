@@ -59,6 +59,11 @@ def _stream(run: Run, writer: BatchWriter, items: list) -> asyncio.Future:
 def test_writes_of_several_runs_queued_behind_a_commit_share_the_next_transaction():
     pairs = [factories.leased_run(run_id=f"run-{n:032x}") for n in range(3)]
     streams = {run.pk: text_deltas(run, 40) for run, _ in pairs}
+    # Loaded before the gate opens its transaction: a writer's first `add` would load through the database thread,
+    # which the gate holds.
+    projections = {run.pk: RunProjection(run) for run, _ in pairs}
+    for projection in projections.values():
+        projection.load()
 
     async def write() -> tuple[CommitGroup, list[int]]:
         group = CommitGroup()
@@ -67,7 +72,7 @@ def test_writes_of_several_runs_queued_behind_a_commit_share_the_next_transactio
         await _wait_until(gate.entered.is_set, "the gate's transaction")
         writers = [
             _stream(
-                run, BatchWriter(RunProjection(run), lease, max_items=500, max_delay=60, group=group), streams[run.pk]
+                run, BatchWriter(projections[run.pk], lease, max_items=500, max_delay=60, group=group), streams[run.pk]
             )
             for run, lease in pairs
         ]

@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic_ai import ToolReturnPart
 
-from runs.harness import DeferredToolResume, is_unknown_result, item_kind
+from runs.harness import DeferredToolResume, is_unknown_result
 from runs.models import (
     Checkpoint,
     CheckpointKind,
@@ -491,20 +491,26 @@ def test_an_external_question_is_stored_as_a_question_request(demo_thread):
 
 
 def test_closing_a_lane_that_died_inside_a_delegation_ends_the_child_too(demo_thread, monkeypatch):
+    from runs.services.store.journal import JournalRows
     from runs.services.timeline import RunProjection
+    from runs.services.timeline.projection import PreparedWrite
 
-    real = RunProjection.record
+    real = RunProjection.write
 
-    def record(self, items, *, lease):
+    def write(self, prepared, *, lease):
         # Dies right after the child's "started" fact became durable, however the items were batched.
-        kinds = [item_kind(item) for item in items]
+        kinds = [row[4] for row in prepared.journal.rows]  # a journal row's kind column
         if "harness.delegation.inline_delegation" in kinds:
-            real(self, items[: kinds.index("harness.delegation.inline_delegation") + 1], lease=lease)
+            rows = prepared.journal.rows[: kinds.index("harness.delegation.inline_delegation") + 1]
+            # Timeline rows name their journal entry by index until written; one frame per row, in order.
+            timeline = [row for row in prepared.timeline if row[3] <= rows[-1][1]]
+            part = PreparedWrite(JournalRows(rows, prepared.journal.cursor), timeline, prepared.frames[: len(timeline)])
+            real(self, part, lease=lease)
             raise Crash
-        return real(self, items, lease=lease)
+        return real(self, prepared, lease=lease)
 
     dead = start(demo_thread, "research the outage")
-    monkeypatch.setattr(RunProjection, "record", record)
+    monkeypatch.setattr(RunProjection, "write", write)
     with pytest.raises(Crash):
         runner.execute_run(dead.pk)
     monkeypatch.undo()
@@ -584,27 +590,27 @@ def test_a_worker_whose_write_failed_ends_its_lane_from_the_journal(demo_thread,
     rebuilt from the journal instead."""
     from runs.services.timeline import RunProjection
 
-    real_record, real_prefix = RunProjection.record, journal.read_prefix
-    calls = {"record": 0, "replay": 0}
+    real_write, real_prefix = RunProjection.write, journal.read_prefix
+    calls = {"write": 0, "replay": 0}
 
-    def record(self, items, *, lease, **kwargs):
-        calls["record"] += 1
-        if calls["record"] != 2:
-            return real_record(self, items, lease=lease, **kwargs)
+    def write(self, prepared, *, lease):
+        calls["write"] += 1
+        if calls["write"] != 2:
+            return real_write(self, prepared, lease=lease)
         with transaction.atomic():
-            real_record(self, items, lease=lease, **kwargs)
+            real_write(self, prepared, lease=lease)
             raise RuntimeError("the commit failed")
 
     def read_prefix(*args, **kwargs):
         calls["replay"] += 1
         return real_prefix(*args, **kwargs)
 
-    monkeypatch.setattr(RunProjection, "record", record)
+    monkeypatch.setattr(RunProjection, "write", write)
     monkeypatch.setattr(journal, "read_prefix", read_prefix)
     # Its second write is at its second boundary (a result's writes end the run loop, see `BatchWriter.finish`).
     run = start(demo_thread, "look up REC-42")
     assert runner.execute_run(run.pk) == "failed: host_error"
-    assert calls == {"record": 2, "replay": 1}
+    assert calls == {"write": 2, "replay": 1}
     lane = list(TimelineEvent.objects.filter(run=run).order_by("position"))
     assert (lane[-1].event_type, lane[-1].event["code"]) == ("RUN_ERROR", "host_error")
     assert [event.journal_entry is None for event in lane].count(True) == 1

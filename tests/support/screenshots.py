@@ -27,12 +27,14 @@ FROZEN_AT = datetime.fromisoformat("2026-01-02T04:00:00+00:00")
 
 # Fonts every machine with the project's setup has (Debian's Chromium brings DejaVu), whatever else it has
 # installed; no caret, no scrollbars. The workers badge is left out: it says whether the live stack's RQ worker had
-# registered when the page was made.
+# registered when the page was made. Timeline items off screen skip rendering (content-visibility), and a
+# full-page picture taken before Chromium caught up showed them as empty cards: here every item renders.
 STYLE = """
 * { font-family: "DejaVu Sans", sans-serif !important; }
 code, pre, kbd, samp, textarea, .mono, .mono *, .item-extra { font-family: "DejaVu Sans Mono", monospace !important; }
 * { caret-color: transparent !important; scrollbar-width: none !important; }
 .topbar .workers { display: none !important; }
+.item { content-visibility: visible !important; }
 """
 
 

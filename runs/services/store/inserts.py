@@ -12,6 +12,7 @@ surrounding transaction exactly as with `bulk_create`.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
 from collections.abc import Callable, Sequence
@@ -43,12 +44,21 @@ def _verbatim_encoder(encoder: type[json.JSONEncoder] | None) -> type[json.JSONE
 
 def _adapter(field: models.Field[Any, Any]) -> Callable[[Any], Any] | None:
     ops = connection.ops
+    sqlite = connection.vendor == "sqlite"
     if isinstance(field, models.DateTimeField):
+        if sqlite and connection.timezone is dt.UTC:
+            # What Django's adapter makes of a UTC datetime (naive UTC, as text), without its conversions: every
+            # stream item's time is UTC, and this runs twice per streamed item.
+            adapt = ops.adapt_datetimefield_value
+            return lambda value: str(value.replace(tzinfo=None)) if value.tzinfo is dt.UTC else adapt(value)
         return ops.adapt_datetimefield_value
     if isinstance(field, models.JSONField):
         # Both backends encode through `json.dumps(value, cls=encoder)`; this encoder passes encoded text through.
         # mypy does not see a class as Hashable (python/mypy#11470).
         encoder = _verbatim_encoder(field.encoder)  # type: ignore[arg-type]
+        if sqlite:
+            # SQLite stores that text as it is, so encoded text needs no encoder at all.
+            return lambda value: str(value) if type(value) is EncodedJson else ops.adapt_json_value(value, encoder)
         return lambda value: ops.adapt_json_value(value, encoder)
     return None
 
@@ -68,7 +78,6 @@ def insert_rows(
     columns = [_column(model, name) for name in fields]
     adapters = [(position, adapt) for position, field in enumerate(columns) if (adapt := _adapter(field))]
     head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(_name(field)) for field in columns)}) "
-    tail = f" RETURNING {', '.join(quote(_name(_column(model, name))) for name in returning)}" if returning else ""
     if adapters:
         rows = [_adapted(row, adapters) for row in rows]
     if connection.vendor == "postgresql":
@@ -78,26 +87,39 @@ def insert_rows(
         # Same connection, so the same transaction.
         connection.ensure_connection()
         with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+            returned = ", ".join(quote(_name(_column(model, name))) for name in returning)
+            tail = f" RETURNING {returned}" if returning else ""
             cursor.execute(f"{head}SELECT * FROM unnest({arrays}){tail}", by_column)
             return cursor.fetchall() if returning else []
     # SQLite: the driver's own placeholders on the driver's connection (the same transaction), since Django's
     # cursor rewrites every placeholder of a statement with a regular expression first. Errors are Django's.
+    # The driver releases the GIL around each step of a statement, and `executemany` or a RETURNING clause take
+    # one step per row: a worker's event loop then waits for the GIL back once per row. So rows go in as multi-row
+    # INSERTs (one step each), and what `returning` asks for comes back as one JSON row, read after the insert.
     connection.ensure_connection()
     database = connection.connection
     mark = f"({', '.join(['?'] * len(columns))})"
-    returned: list[tuple[Any, ...]] = []
+    table = quote(meta.db_table)
+    limit = connection.features.max_query_params
+    assert limit is not None, "SQLite limits the parameters of a statement"
+    per_statement = max(1, limit // len(columns))
     with connection.wrap_database_errors:
-        if not returning:
-            database.executemany(f"{head}VALUES {mark}", rows)
-            return returned
-        limit = connection.features.max_query_params
-        assert limit is not None, "SQLite limits the parameters of a statement"
-        per_statement = max(1, limit // len(columns))
+        if returning:
+            # New rows get keys above every existing one (AUTOINCREMENT), and the transaction's write lock keeps
+            # anyone else from inserting meanwhile, so the new rows are exactly those above the largest key now.
+            assert connection.in_atomic_block, "insert_rows(returning=...) runs inside a transaction on SQLite"
+            key = quote(_name(meta.pk))
+            ((before,),) = database.execute(f"SELECT coalesce(max({key}), 0) FROM {table}").fetchall()
         for start in range(0, len(rows), per_statement):
             chunk = rows[start : start + per_statement]
-            values = ", ".join([mark] * len(chunk))
-            returned += database.execute(f"{head}VALUES {values}{tail}", [v for row in chunk for v in row]).fetchall()
-    return returned
+            database.execute(f"{head}VALUES {', '.join([mark] * len(chunk))}", [v for row in chunk for v in row])
+        if not returning:
+            return []
+        wanted = ", ".join(quote(_name(_column(model, name))) for name in returning)
+        ((found,),) = database.execute(
+            f"SELECT json_group_array(json_array({wanted})) FROM {table} WHERE {key} > ?", [before]
+        ).fetchall()
+    return [tuple(values) for values in json.loads(found)]
 
 
 def _column(model: type[models.Model], name: str) -> models.Field[Any, Any]:

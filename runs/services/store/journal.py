@@ -28,9 +28,12 @@ __all__ = (
     "AppendedBatch",
     "JournalCursor",
     "JournalError",
+    "JournalRows",
     "append",
     "cursor_of",
     "decoded",
+    "encode",
+    "insert",
     "read_prefix",
 )
 
@@ -90,6 +93,74 @@ def cursor_of(run: Run, sources: Sequence[str] | None = None) -> JournalCursor:
     return JournalCursor(thread_id, -1 if last_index is None else last_index, last_sequence)
 
 
+@dataclass(frozen=True, slots=True)
+class JournalRows:
+    """Items encoded and checked against a cursor, not stored yet: what `insert` writes, and the cursor after it."""
+
+    rows: list[tuple[Any, ...]]
+    cursor: JournalCursor
+
+    @classmethod
+    def joined(cls, parts: Sequence[JournalRows]) -> JournalRows:
+        """Consecutive parts (each encoded after the one before) as one."""
+        return cls([row for part in parts for row in part.rows], parts[-1].cursor)
+
+
+def encode(
+    run: Run, items: Sequence[HarnessStreamEvent[Any]], *, cursor: JournalCursor, state_checkpointed: bool = False
+) -> JournalRows:
+    """The rows of `items` after `cursor`, checked for order and thread; reads nothing from the database.
+
+    With `state_checkpointed` a result item's state is left out of its row: the caller records it, in the
+    transaction that inserts the row, as the checkpoint at that row's index.
+    """
+    for item in items:
+        if item.run_id == run.run_id and item.thread_id != cursor.thread_id:
+            raise JournalError(f"journal of run {run.run_id} refused an item of thread {item.thread_id}")
+    last_sequence = dict(cursor.last_sequence)
+    rows = []
+    index = cursor.last_index
+    for item in items:
+        entry = encode_item(item, state_checkpointed=state_checkpointed)
+        expected = last_sequence.get(entry.source_run_id, -1) + 1
+        if entry.source_sequence < expected:
+            raise JournalError(
+                f"journal duplicate in run {run.pk}: source {entry.source_run_id} sequence "
+                f"{entry.source_sequence} is already recorded (next is {expected})"
+            )
+        if entry.source_sequence > expected:
+            raise JournalError(
+                f"journal gap in run {run.pk}: source {entry.source_run_id} expected sequence {expected}, "
+                f"got {entry.source_sequence}"
+            )
+        last_sequence[entry.source_run_id] = entry.source_sequence
+        index += 1
+        rows.append(
+            (
+                run.pk,
+                index,
+                entry.source_run_id,
+                entry.source_sequence,
+                entry.kind,
+                item.occurred_at,
+                entry.payload,
+                entry.codec_version,
+            )
+        )
+    return JournalRows(rows, JournalCursor(cursor.thread_id, index, last_sequence))
+
+
+def insert(journal_rows: JournalRows, *, lease: Lease) -> list[Appended]:
+    """Inside a transaction: check the lease, then store the rows; their primary keys, in order."""
+    verify(lease, "append to the journal")
+    rows = journal_rows.rows
+    if not rows:
+        return []
+    # RETURNING gives no order guarantee on every backend: rows are matched by their index.
+    stored = {row_index: pk for pk, row_index in insert_rows(JournalEntry, _FIELDS, rows, returning=("id", "index"))}
+    return [Appended(stored[row[1]], row[1]) for row in rows]
+
+
 def append(
     run: Run,
     items: Sequence[HarnessStreamEvent[Any]],
@@ -102,55 +173,15 @@ def append(
 
     With `cursor` (the one the previous append returned to this run's writer) nothing is read back from
     the table; without it, the run's current cursor is read first. The returned cursor is valid once the
-    caller's transaction commits. With `state_checkpointed` a result item's state is left out of its row: the
-    caller records it, in the same transaction, as the checkpoint at that row's index.
+    caller's transaction commits. `state_checkpointed` is `encode`'s.
     """
     if not items:
         return AppendedBatch([], cursor if cursor is not None else cursor_of(run))
     with transaction.atomic():
-        verify(lease, "append to the journal")
-        encoded = [encode_item(item, state_checkpointed=state_checkpointed) for item in items]
-        current = cursor if cursor is not None else cursor_of(run, list({entry.source_run_id for entry in encoded}))
-        for item in items:
-            if item.run_id == run.run_id and item.thread_id != current.thread_id:
-                raise JournalError(f"journal of run {run.run_id} refused an item of thread {item.thread_id}")
-        last_sequence = dict(current.last_sequence)
-        rows = []
-        index = current.last_index
-        for item, entry in zip(items, encoded, strict=True):
-            expected = last_sequence.get(entry.source_run_id, -1) + 1
-            if entry.source_sequence < expected:
-                raise JournalError(
-                    f"journal duplicate in run {run.pk}: source {entry.source_run_id} sequence "
-                    f"{entry.source_sequence} is already recorded (next is {expected})"
-                )
-            if entry.source_sequence > expected:
-                raise JournalError(
-                    f"journal gap in run {run.pk}: source {entry.source_run_id} expected sequence {expected}, "
-                    f"got {entry.source_sequence}"
-                )
-            last_sequence[entry.source_run_id] = entry.source_sequence
-            index += 1
-            rows.append(
-                (
-                    run.pk,
-                    index,
-                    entry.source_run_id,
-                    entry.source_sequence,
-                    entry.kind,
-                    item.occurred_at,
-                    entry.payload,
-                    entry.codec_version,
-                )
-            )
-        # RETURNING gives no order guarantee on every backend: rows are matched by their index.
-        stored = {
-            row_index: pk for pk, row_index in insert_rows(JournalEntry, _FIELDS, rows, returning=("id", "index"))
-        }
-    return AppendedBatch(
-        [Appended(stored[row[1]], row[1]) for row in rows],
-        JournalCursor(current.thread_id, index, last_sequence),
-    )
+        if cursor is None:
+            cursor = cursor_of(run, list({item.run_id for item in items}))
+        rows = encode(run, items, cursor=cursor, state_checkpointed=state_checkpointed)
+        return AppendedBatch(insert(rows, lease=lease), rows.cursor)
 
 
 def decoded(entry: JournalEntry) -> HarnessStreamEvent[Any]:

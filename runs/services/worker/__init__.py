@@ -3,8 +3,8 @@ lease, stream, batched journal and timeline writes (committed together across th
 heartbeat and the result; and replays, which run that loop in-process with recorded answers instead of a model
 and tools."""
 
-from . import loop_lag, replay, runner
+from . import event_loop, loop_lag, replay, runner
 from .batching import BatchWriter
 from .commit_group import CommitGroup
 
-__all__ = ("BatchWriter", "CommitGroup", "loop_lag", "replay", "runner")
+__all__ = ("BatchWriter", "CommitGroup", "event_loop", "loop_lag", "replay", "runner")

@@ -8,12 +8,14 @@ wait in a batch that is handed to the writer when it holds `MAX_ITEMS`, when its
 at a checkpoint boundary, and at the run's result, which is written in the same transaction as the run's
 outcome.
 
-Handed-off batches are written by one task, in order, while the stream goes on producing: the engine waits
-for the database only when `MAX_QUEUED` batches are already waiting, and at the points that need the journal
-to be durable (a boundary's `flush`, the result's `finish`). The batches that queued up while a write ran are
-written together in the next transaction (group commit). The writes of all runs on one event loop go through
-its `CommitGroup`, which commits those of different runs together too. A worker killed meanwhile loses what was
-not committed, as it always could; the lease check of each write still fences a stale worker.
+A batch is prepared (encoded, observed, masked: `RunProjection.prepare`) on the event loop when it is handed
+off, and only its insert goes to the database thread (`RunProjection` says why). Handed-off batches are written
+by one task, in order, while the stream goes on producing: the engine waits for the database only when
+`MAX_QUEUED` batches are already waiting, and at the points that need the journal to be durable (a boundary's
+`flush`, the result's `finish`). The batches that queued up while a write ran are written together in the next
+transaction (group commit). The writes of all runs on one event loop go through its `CommitGroup`, which commits
+those of different runs together too. A worker killed meanwhile loses what was not committed, as it always could;
+the lease check of each write still fences a stale worker.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
+from asgiref.sync import sync_to_async
 from django.db import transaction
 
 from runs.harness import HarnessStreamEvent
 
 from ..store.leases import Lease
-from ..timeline.projection import RunProjection
+from ..timeline.projection import PreparedWrite, RunProjection
 from .commit_group import CommitGroup
 
 __all__ = ("MAX_DELAY", "MAX_ITEMS", "MAX_QUEUED", "BatchWriter")
@@ -69,7 +72,7 @@ class BatchWriter:
         self._pending: list[HarnessStreamEvent[Any]] = []
         self._first_at = 0.0
         self._timer: asyncio.TimerHandle | None = None
-        self._queue: deque[list[HarnessStreamEvent[Any]]] = deque()
+        self._queue: deque[PreparedWrite] = deque()
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
@@ -92,6 +95,8 @@ class BatchWriter:
         Waits only when, after the hand-off, more than `max_queued` batches are queued.
         """
         self._raise_failure()
+        if not self._projection.loaded:
+            await self._load()
         loop = asyncio.get_running_loop()
         if not self._pending:
             self._first_at = loop.time()
@@ -117,10 +122,16 @@ class BatchWriter:
         not journaled: `record_outcome` stores it as the checkpoint at the index it is given.
         """
         await self.flush()
+        await self._load()
+        try:
+            prepared = self._projection.prepare([last], state_checkpointed=True)
+        except BaseException as exc:
+            self._failure = exc
+            raise
 
         def write() -> T:
             with transaction.atomic():
-                entries = self._projection.record([last], lease=self._lease, state_checkpointed=True)
+                entries = self._projection.write(prepared, lease=self._lease)
                 self.last_index = entries[-1].index
                 return record_outcome(self.last_index)
 
@@ -147,8 +158,15 @@ class BatchWriter:
             self._timer = None
         if not self._pending:
             return
-        self._queue.append(self._pending)
-        self._pending = []
+        items, self._pending = self._pending, []
+        if self._failure is not None:
+            return
+        try:
+            self._queue.append(self._projection.prepare(items))
+        except Exception as exc:
+            # Raised by the next `add`, `flush` or `finish`, as a failed write is (this may run from the timer).
+            self._failure = exc
+            return
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._write_queue(), name="journal-writer")
 
@@ -161,10 +179,10 @@ class BatchWriter:
             # Group commit: the batches handed off while the previous write ran share one transaction, so a
             # database that falls behind the stream pays fewer fixed costs per item instead of falling further.
             batches = len(self._queue)
-            items = [item for batch in self._queue for item in batch]
+            prepared = PreparedWrite.joined(self._queue)
             if self._failure is None:
                 try:
-                    entries = await self._commits().write(partial(self._projection.record, items, lease=self._lease))
+                    entries = await self._commits().write(partial(self._projection.write, prepared, lease=self._lease))
                     self.last_index = entries[-1].index
                 except asyncio.CancelledError:
                     raise
@@ -180,6 +198,11 @@ class BatchWriter:
             # Made on first use: the loop that runs the writes is only known inside it.
             self._group = CommitGroup.of_running_loop()
         return self._group
+
+    async def _load(self) -> None:
+        # Once, before the first batch is prepared: preparing reads nothing from the database.
+        if not self._projection.loaded:
+            await sync_to_async(self._projection.load)()
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
