@@ -188,7 +188,11 @@ def timeline_frame(
 
 def encode_event(dumped: dict[str, Any]) -> str:
     """An event's stored and sent JSON text: compact and ASCII only (a piece is cut by characters)."""
-    return json.dumps(dumped, separators=(",", ":"))
+    return _COMPACT.encode(dumped)
+
+
+# `json.dumps` with other than its default options builds an encoder for every call; every event is encoded once.
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 def event_frame_text(frame: TimelineFrame) -> str:

@@ -83,11 +83,10 @@ class JobSlots:
                 if burst:
                     await self._next_change()
                 continue
-            job, queue = found
-            if self._draining:
-                await self._in_thread(self._put_back, job, queue)
+            job, queue, execution = found
+            if execution is None or self._draining:
+                await self._in_thread(self._put_back, job, queue, execution)
                 break
-            execution = await self._in_thread(self._worker.prepare_execution, job)
             task = asyncio.create_task(self._perform(job, queue, execution), name=f"job {job.id}")
             self._running[task] = (job, execution)
             task.add_done_callback(self._ended)
@@ -175,7 +174,9 @@ class JobSlots:
 
     # What follows runs in the Redis threads.
 
-    def _dequeue(self, timeout: int | None) -> tuple[Job, Queue] | None:
+    def _dequeue(self, timeout: int | None) -> tuple[Job, Queue, Execution | None] | None:
+        """The next job, its queue and its RQ execution (none once draining): in one hop, since jobs are taken
+        one after another."""
         worker = self._worker
         try:
             found = worker.queue_class.dequeue_any(
@@ -188,15 +189,18 @@ class JobSlots:
             )
         except DequeueTimeout:
             return None
-        if found is not None:
-            job, queue = found
-            job.redis_server_version = worker.get_redis_server_version()  # type: ignore[no-untyped-call]  # rq
-            worker.log.info("Worker %s: %s: %s", worker.name, queue.name, job.id)
-        return found
+        if found is None:
+            return None
+        job, queue = found
+        job.redis_server_version = worker.get_redis_server_version()  # type: ignore[no-untyped-call]  # rq
+        worker.log.info("Worker %s: %s: %s", worker.name, queue.name, job.id)
+        return job, queue, None if self._draining else worker.prepare_execution(job)
 
-    def _put_back(self, job: Job, queue: Queue) -> None:
+    def _put_back(self, job: Job, queue: Queue, execution: Execution | None) -> None:
         """A job dequeued as the worker began to stop goes back to the front of its queue."""
         with self._worker.connection.pipeline() as pipeline:
+            if execution is not None:
+                execution.delete(job, pipeline=pipeline)
             pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
             queue.push_job_id(job.id, pipeline=pipeline, at_front=True)
             pipeline.execute()

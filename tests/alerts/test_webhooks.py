@@ -67,6 +67,17 @@ def test_an_event_is_delivered_once_to_each_webhook_of_the_team_that_chose_it():
     assert row.subject == f"execution:{execution.pk}"
 
 
+def test_an_event_no_webhook_of_the_team_chose_costs_one_query(django_assert_num_queries):
+    """Every execution's end is announced, from the worker's one database thread: most teams subscribe to few
+    events, and those are answered before the payload's joins are read."""
+    execution = failed_execution()
+    webhook("http://127.0.0.1:9/b", HostEvent.EXECUTION_COMPLETED)
+    webhook("http://127.0.0.1:9/d", HostEvent.EXECUTION_FAILED, team="research")
+
+    with django_assert_num_queries(1):
+        assert listeners.fan_out(HostEvent.EXECUTION_FAILED, execution.pk, {}) == []
+
+
 def test_the_payload_has_ids_links_and_masked_text_only():
     execution = failed_execution()
     webhook("http://127.0.0.1:9/", HostEvent.EXECUTION_FAILED)

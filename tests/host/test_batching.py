@@ -7,6 +7,7 @@ import time
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
+from django.db import connection
 
 from runs.models import JournalEntry, Run, TimelineEvent
 from runs.services.store import leases
@@ -135,3 +136,68 @@ def test_under_backpressure_the_stream_waits_for_room_and_the_order_is_kept():
     assert sum(projection.batches) == len(items)
     assert list(run.journal.order_by("index").values_list("source_sequence", flat=True)) == list(range(len(items)))
     assert _positions(run) == list(range(1, len(_positions(run)) + 1))
+
+
+class Watching(Counting):
+    """A projection that notes how deep in atomic blocks each write ran (the test's own transaction included)."""
+
+    def __init__(self, run: Run) -> None:
+        super().__init__(run)
+        self.depth: list[int] = []
+
+    def write(self, prepared, *, lease):
+        self.depth.append(len(connection.savepoint_ids))
+        return super().write(prepared, lease=lease)
+
+
+def test_a_checkpoint_commits_the_last_batch_and_its_record_in_one_transaction():
+    run, lease = factories.leased_run()
+    items = text_deltas(run, 30)
+    projection = Watching(run)
+    recorded: list[tuple[int, int]] = []
+
+    def record(last_index: int) -> str:
+        # What the record sees is the batch it follows, written in the transaction it is part of.
+        recorded.append((last_index, JournalEntry.objects.filter(run=run).count()))
+        return "recorded"
+
+    async def write() -> str:
+        writer = BatchWriter(projection, lease, max_items=20, max_delay=60)
+        for item in items:
+            await writer.add(item)
+        outcome = await writer.checkpoint(record)
+        await writer.close()
+        return outcome
+
+    assert async_to_sync(write)() == "recorded"
+    # The first 20 items went on their own; the other 10 inside the block that also ran the record.
+    assert len(projection.batches) == 2 and projection.depth[1] == projection.depth[0] + 1
+    assert recorded == [(len(items) - 1, len(items))]
+
+
+def test_a_checkpoint_whose_record_fails_keeps_the_batch_and_raises_after_it_committed():
+    run, lease = factories.leased_run()
+    items = text_deltas(run, 5)
+
+    class Refused(Exception):
+        pass
+
+    def record(last_index: int) -> None:
+        run.__class__.objects.filter(pk=run.pk).update(failure_message="written by the failed record")
+        raise Refused
+
+    async def write() -> BatchWriter:
+        writer = BatchWriter(RunProjection(run), lease, max_items=500, max_delay=60)
+        for item in items:
+            await writer.add(item)
+        with pytest.raises(Refused):
+            await writer.checkpoint(record)
+        await writer.close()
+        return writer
+
+    writer = async_to_sync(write)()
+    # The batch is stored (the worker's observer still matches the database), the record's own writes are not.
+    assert not writer.failed and writer.last_index == len(items) - 1
+    assert run.journal.count() == len(items)
+    run.refresh_from_db()
+    assert run.failure_message == ""

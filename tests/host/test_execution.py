@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -32,6 +33,7 @@ from runs.services.lifecycle import Answer, cancellation, executions, forks, sub
 from runs.services.recovery import recovery
 from runs.services.store import checkpoints, journal, leases
 from runs.services.worker import runner
+from runs.services.worker.batching import BatchWriter
 from tests.support import factories
 from tests.support.host_runs import (
     Crash,
@@ -511,6 +513,9 @@ def test_closing_a_lane_that_died_inside_a_delegation_ends_the_child_too(demo_th
 
     dead = start(demo_thread, "research the outage")
     monkeypatch.setattr(RunProjection, "write", write)
+    # Each item in a write of its own: a boundary's batch commits with its checkpoint, so a crash inside that
+    # transaction would take the child's "started" fact back with it.
+    monkeypatch.setattr(runner, "BatchWriter", partial(BatchWriter, max_items=1))
     with pytest.raises(Crash):
         runner.execute_run(dead.pk)
     monkeypatch.undo()

@@ -47,6 +47,8 @@ HOST_TESTS = [
     "tests/host/test_children.py",
     # Savepoints per run inside one group transaction, and row locks across runs.
     "tests/host/test_commit_group.py",
+    # A boundary's batch and its checkpoint in one transaction; a refused checkpoint rolled back to its savepoint.
+    "tests/host/test_batching.py",
 ]
 # This wave's features, a run of their own so that neither list nears its timeout on a busy machine.
 FEATURE_TESTS = [

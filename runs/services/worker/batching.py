@@ -5,14 +5,14 @@ publication), so a burst of text deltas should cost one transaction, not one eac
 still reach the browser within a few tens of milliseconds when the stream goes quiet. Items therefore
 wait in a batch that is handed to the writer when it holds `MAX_ITEMS`, when its first item has waited
 `MAX_DELAY` seconds (checked as items arrive, and by a timer when none do), or when the worker asks for it:
-at a checkpoint boundary, and at the run's result, which is written in the same transaction as the run's
-outcome.
+at a checkpoint boundary, written in the same transaction as the boundary's checkpoint, and at the run's
+result, written in the same transaction as the run's outcome.
 
 A batch is prepared (encoded, observed, masked: `RunProjection.prepare`) on the event loop when it is handed
 off, and only its insert goes to the database thread (`RunProjection` says why). Handed-off batches are written
 by one task, in order, while the stream goes on producing: the engine waits for the database only when
 `MAX_QUEUED` batches are already waiting, and at the points that need the journal to be durable (a boundary's
-`flush`, the result's `finish`). The batches that queued up while a write ran are written together in the next
+`checkpoint`, the result's `finish`). The batches that queued up while a write ran are written together in the next
 transaction (group commit). The writes of all runs on one event loop go through its `CommitGroup`, which commits
 those of different runs together too. A worker killed meanwhile loses what was not committed, as it always could;
 the lease check of each write still fences a stale worker.
@@ -24,7 +24,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
@@ -121,41 +121,74 @@ class BatchWriter:
         run still looks unfinished, and recovery would redo work that already completed. The result's state is
         not journaled: `record_outcome` stores it as the checkpoint at the index it is given.
         """
-        await self.flush()
-        await self._load()
+        return await self._write_then(record_outcome, last=last, keep_batch=False)
+
+    async def checkpoint(self, record: Callable[[int], T]) -> T:
+        """Write everything collected so far, then `record(last_index)` (a boundary's checkpoint), in one
+        transaction: one wait for the database instead of a flush and then a transaction of its own.
+
+        If `record` fails, the batch still commits, as it would have before a checkpoint of its own, and the
+        error is raised after.
+        """
+        return await self._write_then(record, keep_batch=True)
+
+    async def _write_then(
+        self, record: Callable[[int], T], *, last: HarnessStreamEvent[Any] | None = None, keep_batch: bool
+    ) -> T:
+        self._raise_failure()
+        self._stop_timer()
+        items, self._pending = self._pending, []
+        if last is not None:
+            items.append(last)
+        if items:
+            await self._load()
         try:
-            prepared = self._projection.prepare([last], state_checkpointed=True)
+            prepared = self._projection.prepare(items, state_checkpointed=last is not None) if items else None
         except BaseException as exc:
             self._failure = exc
             raise
+        # After the batches before it, which may still be queued.
+        await self._drain(0)
+        self._raise_failure()
 
-        def write() -> T:
+        def write() -> tuple[T | None, Exception | None]:
             with transaction.atomic():
-                entries = self._projection.write(prepared, lease=self._lease)
-                self.last_index = entries[-1].index
-                return record_outcome(self.last_index)
+                if prepared is not None:
+                    entries = self._projection.write(prepared, lease=self._lease)
+                    self.last_index = entries[-1].index
+                if not keep_batch:
+                    return record(self.last_index), None
+                try:
+                    with transaction.atomic():
+                        return record(self.last_index), None
+                except Exception as exc:
+                    return None, exc
 
         try:
-            return await self._commits().write(write)
+            value, refused = await self._commits().write(write)
         except BaseException as exc:
             self._failure = exc
             raise
+        if refused is not None:
+            raise refused
+        return cast(T, value)
 
     async def close(self) -> None:
         """Stop the timer and the writing task once the queued batches are written (a failure is kept, not raised)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._stop_timer()
         await self._drain(0)
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
-    def _hand_off(self) -> None:
+    def _stop_timer(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def _hand_off(self) -> None:
+        self._stop_timer()
         if not self._pending:
             return
         items, self._pending = self._pending, []

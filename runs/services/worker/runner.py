@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -71,6 +72,7 @@ from ..timeline.projection import RunProjection
 from ..timeline.publishing import publish_approvals_changed, publish_execution_status, worker_sender
 from . import loop_lag, telemetry
 from .batching import BatchWriter
+from .commit_group import CommitGroup
 
 __all__ = ("AgentBuilder", "BoundaryHook", "aexecute_run", "execute_run")
 
@@ -132,7 +134,7 @@ async def aexecute_run(
     (a `BaseException` passes through, leaving the lease to expire as a killed worker would). `build` makes the
     agent from the run (a replay answers from a recording instead of the profile's model).
     """
-    lease = await sync_to_async(leases.acquire)(run_pk)
+    lease = await sync_to_async(_acquire)(run_pk)
     if lease is None:
         return "skipped: the run is not queued"
     try:
@@ -147,9 +149,13 @@ async def aexecute_run(
         raise
 
 
-def publish_status_now(execution_pk: int) -> None:
+def _acquire(run_pk: int) -> Lease | None:
+    """The run's lease, and its execution's status (running now) sent once that commits."""
     with transaction.atomic():
-        publish_execution_status(execution_pk)
+        lease = leases.acquire(run_pk)
+        if lease is not None:
+            publish_execution_status(lease.execution_pk)
+    return lease
 
 
 def _load(run_pk: int) -> tuple[Run, _Start]:
@@ -235,7 +241,6 @@ async def _drive(
     cancel = _CancelSwitch()
     heartbeat = asyncio.create_task(_heartbeat(lease, cancel, heartbeats))
     try:
-        await sync_to_async(publish_status_now)(lease.execution_pk)
         async with worker_sender():
             return await _work(run_pk, lease, after_boundary, cancel, build)
     finally:
@@ -252,7 +257,8 @@ async def _work(
         return "failed: checkpoint invalid"
 
     async def record_dispatch(call: ToolCallPart, tool_def: ToolDefinition, retryable: bool) -> None:
-        await sync_to_async(_record_dispatch)(lease, call, retryable)
+        # Through the loop's commit group: the dispatches of many runs share a transaction.
+        await CommitGroup.of_running_loop().write(partial(_record_dispatch, lease, call, retryable))
 
     gate = CheckpointBoundaries(record_dispatch=record_dispatch)
     try:
@@ -270,7 +276,7 @@ async def _work(
         await sync_to_async(_record_failure)(lease, code, str(exc))
         return f"failed: {code}"
     gate.bind(stream.run_id)
-    await sync_to_async(_bind_run_id)(lease, stream.run_id)
+    await CommitGroup.of_running_loop().write(partial(_bind_run_id, lease, stream.run_id))
     run.run_id = stream.run_id
     projection = RunProjection(run)
     # What the items written say about ending the lane, should the stream break off (see the end).
@@ -291,17 +297,17 @@ async def _work(
                     lane.note(item)
                     boundary = boundary_of(item, stream.run_id)
                     if boundary is not None:
-                        last_index = await writer.flush()
                         state = await stream.export_state()
-                        await sync_to_async(checkpoints.record)(
-                            run,
-                            state,
-                            lease=lease,
-                            kind=CheckpointKind.BOUNDARY,
-                            journal_index=last_index,
-                            pending=stream.pending_deferred_input,
-                            metadata={"boundary": boundary},
-                            chain=start.chain,
+                        await writer.checkpoint(
+                            partial(
+                                _record_boundary,
+                                run,
+                                state,
+                                lease=lease,
+                                pending=stream.pending_deferred_input,
+                                boundary=boundary,
+                                chain=start.chain,
+                            )
                         )
                         if after_boundary is not None:
                             after_boundary()
@@ -329,6 +335,28 @@ async def _work(
     await sync_to_async(_record_failure)(lease, failure.code, failure.message)
     await aclose_projection(run, failure, None if writer.failed else lane)
     return f"failed: {failure.code}"
+
+
+def _record_boundary(
+    run: Run,
+    state: HarnessState,
+    last_index: int,
+    *,
+    lease: Lease,
+    pending: DeferredToolResume | None,
+    boundary: str,
+    chain: checkpoints.CheckpointChain,
+) -> None:
+    checkpoints.record(
+        run,
+        state,
+        lease=lease,
+        kind=CheckpointKind.BOUNDARY,
+        journal_index=last_index,
+        pending=pending,
+        metadata={"boundary": boundary},
+        chain=chain,
+    )
 
 
 def _record_dispatch(lease: Lease, call: ToolCallPart, retryable: bool) -> None:
