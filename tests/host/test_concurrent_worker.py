@@ -6,6 +6,7 @@ Each test has a redis-server of its own, so only the worker it starts takes its 
 
 from __future__ import annotations
 
+import gc
 import itertools
 import signal
 import time
@@ -23,6 +24,7 @@ from runs.models import ACTIVE_EXECUTION_STATUSES, Execution, ExecutionStatus, R
 from runs.services.lifecycle import executions
 from runs.services.recovery import recovery
 from runs.services.store.queued_jobs import SERIALIZER
+from runs.worker import host_worker
 from tests.support import factories, paced_model
 from tests.support.host_runs import assert_contiguous
 from tests.support.services import RedisServer, RQWorker, running, service_env, wait_until
@@ -205,3 +207,17 @@ def test_an_exception_in_one_run_leaves_the_others_untouched(paced):
         assert_contiguous(execution)
     failed = FailedJobRegistry("default", connection=connection(), serializer=SERIALIZER)
     assert garbage.id in failed.get_job_ids()
+
+
+def test_the_worker_freezes_what_it_loaded_and_collects_young_garbage_less_often():
+    threshold = gc.get_threshold()
+    loaded = ["made before the first job"]
+    try:
+        host_worker.settle_heap()
+
+        assert gc.get_threshold() == (host_worker.YOUNG_COLLECTION_THRESHOLD, *threshold[1:])
+        # Frozen: no collection walks it again, however full.
+        assert gc.get_freeze_count() > 0 and not any(found is loaded for found in gc.get_objects())
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
