@@ -104,10 +104,6 @@ def lookup(key: str) -> str:
     return f"record {key}: nothing unusual"
 
 
-async def _no_ledger(*_: Any) -> None:
-    """The worker records tool dispatches in its ledger here; a synthetic run has none."""
-
-
 async def _generate(target: int) -> tuple[list[Any], list[BoundaryState]]:
     items: list[Any] = []
     boundaries: list[BoundaryState] = []
@@ -122,7 +118,7 @@ async def _generate(target: int) -> tuple[list[Any], list[BoundaryState]]:
         return _next_turn(turn, delegate=True)
 
     researcher = AgentDefinition[str](name="researcher", model=scripted_model(_child_script), tools=[lookup]).build()
-    gate = CheckpointBoundaries(record_dispatch=_no_ledger)
+    gate = CheckpointBoundaries()
     executable = AgentDefinition[str](
         name="bench",
         model=scripted_model(script),

@@ -14,7 +14,7 @@ from ._approval_rules import (
     ArgumentCondition,
     parse_approval_rules,
 )
-from ._boundaries import BOUNDARY_TYPE, CheckpointBoundaries, boundary_of
+from ._boundaries import BOUNDARY_TYPE, CheckpointBoundaries, PendingDispatch, boundary_of
 from ._budget import BUDGET_CAPABILITY_ID, BUDGET_EXCEEDED, OVER_BUDGET_TOOL, BudgetCapability, BudgetCheck, OverBudget
 from ._capability_state import AgentContextState
 from ._children import CHILD_METADATA_KEY, ChildRequest, child_request_of, host_child_tool
@@ -137,6 +137,7 @@ __all__ = (
     "LocalShellEnvironment",
     "OverBudget",
     "PendingDeferredCalls",
+    "PendingDispatch",
     "Replay",
     "ReplayDiverged",
     "RetainedChild",

@@ -6,13 +6,14 @@ each model request and before each tool execution, emits a `checkpoint_boundary`
 and waits until the Host consumer has journaled everything up to that fact and stored the checkpoint. A tool
 therefore never runs before the checkpoint holding its call is durable — which is what lets a recovery run
 give an unmarked call an unknown result instead of asking the model again and repeating the effect.
-It also records each tool dispatch in the Host's ledger just before the tool runs.
+At a tool's boundary the gate also says which call it is about to start (`next_dispatch`), so the Host can record
+the dispatch in its ledger in the same transaction as the checkpoint instead of waiting for a second one.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,12 +23,19 @@ from pydantic_ai.capabilities import AbstractCapability
 from ._events import HarnessEvent, HarnessExtensionEvent, HarnessStreamEvent
 from ._tools import is_recovery_retryable
 
-__all__ = ("BOUNDARY_TYPE", "CheckpointBoundaries", "boundary_of")
+__all__ = ("BOUNDARY_TYPE", "CheckpointBoundaries", "PendingDispatch", "boundary_of")
 
 BOUNDARY_TYPE = "checkpoint_boundary"
 
 Boundary = Literal["model_request", "tool_execution"]
-DispatchRecorder = Callable[[ToolCallPart, ToolDefinition, bool], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class PendingDispatch:
+    """A tool call a boundary is about to start, and whether its tool declared itself safe to run again."""
+
+    call: ToolCallPart
+    recovery_retryable: bool
 
 
 def boundary_of(item: HarnessStreamEvent[Any], root_run_id: str) -> Boundary | None:
@@ -49,26 +57,29 @@ def boundary_of(item: HarnessStreamEvent[Any], root_run_id: str) -> Boundary | N
 class CheckpointBoundaries(AbstractCapability[Any]):
     """Gates the root run at its boundaries until the Host releases them, in order."""
 
-    record_dispatch: DispatchRecorder
     root_run_id: str = ""
-    _waiting: asyncio.Queue[asyncio.Event] = field(default_factory=asyncio.Queue, repr=False)
+    # One entry per boundary emitted and not released yet, oldest first: the Host handles them in stream order.
+    _waiting: deque[tuple[asyncio.Event, PendingDispatch | None]] = field(default_factory=deque, repr=False)
 
     def bind(self, root_run_id: str) -> None:
         self.root_run_id = root_run_id
 
+    def next_dispatch(self) -> PendingDispatch | None:
+        """The tool call the oldest boundary not yet released will start (None at a model request's)."""
+        return self._waiting[0][1]
+
     def release(self) -> None:
         """Let the producer go on past the oldest boundary the Host has handled."""
-        self._waiting.get_nowait().set()
+        self._waiting.popleft()[0].set()
 
-    async def _gate(self, ctx: RunContext[Any], boundary: Boundary) -> bool:
+    async def _gate(self, ctx: RunContext[Any], boundary: Boundary, dispatch: PendingDispatch | None = None) -> None:
         if ctx.deps.run_id != self.root_run_id:
             # Inline children are checkpointed inside their parent's state, not on their own.
-            return False
+            return
         released = asyncio.Event()
-        self._waiting.put_nowait(released)
+        self._waiting.append((released, dispatch))
         await ctx.deps.emit(HarnessExtensionEvent(kind="state", payload={"type": BOUNDARY_TYPE, "boundary": boundary}))
         await released.wait()
-        return True
 
     async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
         await self._gate(ctx, "model_request")
@@ -77,6 +88,5 @@ class CheckpointBoundaries(AbstractCapability[Any]):
     async def before_tool_execute(
         self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any
     ) -> Any:
-        if await self._gate(ctx, "tool_execution"):
-            await self.record_dispatch(call, tool_def, is_recovery_retryable(tool_def))
+        await self._gate(ctx, "tool_execution", PendingDispatch(call, is_recovery_retryable(tool_def)))
         return args

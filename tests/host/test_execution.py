@@ -8,7 +8,8 @@ from functools import partial
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from pydantic_ai import ToolReturnPart
 
@@ -77,6 +78,29 @@ def test_a_demo_run_stores_journal_timeline_checkpoints_and_dispatches(demo_thre
     assert terminal.kind == CheckpointKind.TERMINAL and terminal.run_id == run.pk
     assert terminal.journal_index == run.journal.count() - 1
     assert ToolDispatch.objects.get(tool_name="lookup_record").recovery_retryable is True
+
+
+def test_a_tool_starts_after_its_dispatch_committed_with_its_boundary_checkpoint(settings):
+    settings.HARNESS_TOOLSETS = ["tests.support.ledger_probe.toolset"]
+    settings.HARNESS_DEMO_MODEL = "tests.support.ledger_probe.model"
+    run = start(factories.thread(model="demo", tools=["look_in_ledger"]), "Look in the ledger")
+
+    with CaptureQueriesContext(connection) as queries:
+        assert runner.execute_run(run.pk) == "completed"
+
+    run.refresh_from_db()
+    assert run.output == "The ledger said: recorded."
+    statements = [query["sql"] for query in queries.captured_queries]
+    inserts = [(n, sql.split('"')[1]) for n, sql in enumerate(statements) if sql.startswith("INSERT INTO")]
+    recorded = next(n for n, table in inserts if table == "runs_tooldispatch")
+    checkpointed = max(n for n, table in inserts if table == "runs_checkpoint" and n < recorded)
+    # Written in the checkpoint's own transaction: no transaction or savepoint opens between the two.
+    assert not [sql for sql in statements[checkpointed:recorded] if sql.startswith(("SAVEPOINT", "BEGIN"))]
+    dispatch = ToolDispatch.objects.get(run=run)
+    assert (dispatch.tool_call_id, dispatch.tool_name) == ("look-1", "look_in_ledger")
+    assert dispatch.recovery_retryable is False
+    boundary = Checkpoint.objects.get(run=run, kind=CheckpointKind.BOUNDARY, metadata__boundary="tool_execution")
+    assert run.journal.get(index=boundary.journal_index).kind == "harness.state.checkpoint_boundary"
 
 
 def test_the_final_journal_item_refers_to_the_terminal_checkpoint_instead_of_carrying_the_state(demo_thread):

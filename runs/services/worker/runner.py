@@ -23,7 +23,6 @@ from typing import Any, cast
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 from django.utils import timezone
-from pydantic_ai import ToolCallPart, ToolDefinition
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelResponse
 from pydantic_ai.usage import RunUsage
@@ -41,6 +40,7 @@ from runs.harness import (
     HarnessRunResultEvent,
     HarnessState,
     OverBudget,
+    PendingDispatch,
     RunBindings,
     SafeFailure,
     ToolRecoveryMode,
@@ -256,11 +256,7 @@ async def _work(
         await sync_to_async(_record_failure)(lease, "checkpoint_invalid", str(exc))
         return "failed: checkpoint invalid"
 
-    async def record_dispatch(call: ToolCallPart, tool_def: ToolDefinition, retryable: bool) -> None:
-        # Through the loop's commit group: the dispatches of many runs share a transaction.
-        await CommitGroup.of_running_loop().write(partial(_record_dispatch, lease, call, retryable))
-
-    gate = CheckpointBoundaries(record_dispatch=record_dispatch)
+    gate = CheckpointBoundaries()
     try:
         executable = build(run, [gate, *telemetry.run_capabilities()])
         stream = executable.stream(
@@ -307,6 +303,7 @@ async def _work(
                                 pending=stream.pending_deferred_input,
                                 boundary=boundary,
                                 chain=start.chain,
+                                dispatch=gate.next_dispatch(),
                             )
                         )
                         if after_boundary is not None:
@@ -346,7 +343,10 @@ def _record_boundary(
     pending: DeferredToolResume | None,
     boundary: str,
     chain: checkpoints.CheckpointChain,
+    dispatch: PendingDispatch | None,
 ) -> None:
+    """The boundary's checkpoint and, at a tool's boundary, the dispatch in the ledger: both durable before the
+    tool starts, in one transaction (the caller's)."""
     checkpoints.record(
         run,
         state,
@@ -357,17 +357,13 @@ def _record_boundary(
         metadata={"boundary": boundary},
         chain=chain,
     )
-
-
-def _record_dispatch(lease: Lease, call: ToolCallPart, retryable: bool) -> None:
-    with transaction.atomic():
-        leases.verify(lease, f"dispatch tool {call.tool_name}")
+    if dispatch is not None:
         ToolDispatch.objects.create(
             run_id=lease.run_pk,
-            tool_call_id=call.tool_call_id,
-            tool_name=call.tool_name,
-            recovery_retryable=retryable,
-            args=call.args_as_dict(),
+            tool_call_id=dispatch.call.tool_call_id,
+            tool_name=dispatch.call.tool_name,
+            recovery_retryable=dispatch.recovery_retryable,
+            args=dispatch.call.args_as_dict(),
         )
 
 
