@@ -163,7 +163,11 @@ def test_a_checkpoint_commits_the_last_batch_and_its_record_in_one_transaction()
 
     async def write() -> str:
         writer = BatchWriter(projection, lease, max_items=20, max_delay=60)
-        for item in items:
+        for item in items[:20]:
+            await writer.add(item)
+        # The first batch's write starts before the checkpoint, which would otherwise take that batch in too.
+        await asyncio.sleep(0.005)
+        for item in items[20:]:
             await writer.add(item)
         outcome = await writer.checkpoint(record)
         await writer.close()
@@ -173,6 +177,30 @@ def test_a_checkpoint_commits_the_last_batch_and_its_record_in_one_transaction()
     # The first 20 items went on their own; the other 10 inside the block that also ran the record.
     assert len(projection.batches) == 2 and projection.depth[1] == projection.depth[0] + 1
     assert recorded == [(len(items) - 1, len(items))]
+
+
+def test_at_a_checkpoint_the_batches_still_queued_join_its_write_behind_the_one_in_flight():
+    run, lease = factories.leased_run()
+    items = text_deltas(run, 25)
+    projection = Slow(run)
+
+    async def write() -> str:
+        writer = projection.writer = BatchWriter(projection, lease, max_items=10, max_delay=60, max_queued=10)
+        for item in items[:10]:
+            await writer.add(item)
+        # The first batch's write starts (and, slow, is still in flight or just done) before the next is handed off.
+        await asyncio.sleep(0.005)
+        for item in items[10:]:
+            await writer.add(item)
+        outcome = await writer.checkpoint(lambda last_index: f"recorded at {last_index}")
+        await writer.close()
+        return outcome
+
+    assert async_to_sync(write)() == f"recorded at {len(items) - 1}"
+    # Two writes, not three: the second batch went with the last five items and the record.
+    assert len(projection.batches) == 2
+    assert list(run.journal.order_by("index").values_list("source_sequence", flat=True)) == list(range(len(items)))
+    assert _positions(run) == list(range(1, len(_positions(run)) + 1))
 
 
 def test_a_checkpoint_whose_record_fails_keeps_the_batch_and_raises_after_it_committed():

@@ -13,9 +13,10 @@ off, and only its insert goes to the database thread (`RunProjection` says why).
 by one task, in order, while the stream goes on producing: the engine waits for the database only when
 `MAX_QUEUED` batches are already waiting, and at the points that need the journal to be durable (a boundary's
 `checkpoint`, the result's `finish`). The batches that queued up while a write ran are written together in the next
-transaction (group commit). The writes of all runs on one event loop go through its `CommitGroup`, which commits
-those of different runs together too. A worker killed meanwhile loses what was not committed, as it always could;
-the lease check of each write still fences a stale worker.
+transaction (group commit); at a boundary or the result they join its write instead, so the run waits for one
+transaction after the one in flight, not two. The writes of all runs on one event loop go through its
+`CommitGroup`, which commits those of different runs together too. A worker killed meanwhile loses what was not
+committed, as it always could; the lease check of each write still fences a stale worker.
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ class BatchWriter:
         self._first_at = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self._queue: deque[PreparedWrite] = deque()
+        # How many batches at the queue's front the writing task is committing now.
+        self._in_flight = 0
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
@@ -143,11 +146,14 @@ class BatchWriter:
         if items:
             await self._load()
         try:
-            prepared = self._projection.prepare(items, state_checkpointed=last is not None) if items else None
+            parts = self._take_queued()
+            if items:
+                parts.append(self._projection.prepare(items, state_checkpointed=last is not None))
         except BaseException as exc:
             self._failure = exc
             raise
-        # After the batches before it, which may still be queued.
+        prepared = PreparedWrite.joined(parts) if parts else None
+        # After the write in flight, if there is one.
         await self._drain(0)
         self._raise_failure()
 
@@ -187,6 +193,13 @@ class BatchWriter:
             self._timer.cancel()
             self._timer = None
 
+    def _take_queued(self) -> list[PreparedWrite]:
+        """The batches handed off that no write has taken yet, out of the queue."""
+        queued = list(self._queue)[self._in_flight :]
+        for _ in queued:
+            self._queue.pop()
+        return queued
+
     def _hand_off(self) -> None:
         self._stop_timer()
         if not self._pending:
@@ -211,7 +224,7 @@ class BatchWriter:
         while self._queue:
             # Group commit: the batches handed off while the previous write ran share one transaction, so a
             # database that falls behind the stream pays fewer fixed costs per item instead of falling further.
-            batches = len(self._queue)
+            batches = self._in_flight = len(self._queue)
             prepared = PreparedWrite.joined(self._queue)
             if self._failure is None:
                 try:
@@ -223,6 +236,7 @@ class BatchWriter:
                     self._failure = exc
             for _ in range(batches):
                 self._queue.popleft()
+            self._in_flight = 0
             async with self._changed:
                 self._changed.notify_all()
 
