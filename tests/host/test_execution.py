@@ -103,6 +103,25 @@ def test_a_tool_starts_after_its_dispatch_committed_with_its_boundary_checkpoint
     assert run.journal.get(index=boundary.journal_index).kind == "harness.state.checkpoint_boundary"
 
 
+def test_a_run_starts_and_ends_without_statements_it_does_not_need(demo_thread):
+    """A worker starts and ends runs by the hundred on one database thread: every statement there is paid for."""
+    run = start(demo_thread, "Please look up REC-42")
+
+    with CaptureQueriesContext(connection) as queries:
+        assert runner.execute_run(run.pk) == "completed"
+
+    statements = [query["sql"] for query in queries.captured_queries]
+    # The thread id comes with the run the worker loads, not from a query of its own.
+    assert not [sql for sql in statements if '"runs_thread"."thread_id" AS "execution__thread__thread_id"' in sql]
+    # The terminal checkpoint's transaction checks the lease once, then selects the checkpoint.
+    terminal = max(n for n, sql in enumerate(statements) if sql.startswith('INSERT INTO "runs_checkpoint"'))
+    selected = next(n for n, sql in enumerate(statements) if sql.startswith('UPDATE "runs_thread" SET "selected'))
+    assert terminal < selected
+    assert not [sql for sql in statements[terminal:selected] if sql.startswith('UPDATE "runs_run" SET "heartbeat_at"')]
+    # An execution started by an operator has no parent request to answer.
+    assert not [sql for sql in statements if "runs_deferredrequest" in sql]
+
+
 def test_the_final_journal_item_refers_to_the_terminal_checkpoint_instead_of_carrying_the_state(demo_thread):
     run = start(demo_thread, "Please look up REC-42")
     assert runner.execute_run(run.pk) == "completed"

@@ -15,7 +15,9 @@ from django.db.models.functions import Cast
 from runs.models import TimelineEvent
 from runs.services.store import leases
 from runs.services.timeline import RunProjection, publishing
+from runs.services.worker import runner
 from tests.support import factories, recording_layer
+from tests.support.host_runs import DEMO_TOOLS, start
 
 pytestmark = pytest.mark.django_db
 
@@ -68,6 +70,27 @@ def test_a_rolled_back_batch_is_never_published(sent, django_capture_on_commit_c
             RunProjection(run).record(items[2:3], lease=lease)
     assert len(callbacks) == 1
     assert TimelineEvent.objects.filter(run=run).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_run_sends_every_status_from_its_loop_not_from_the_database_thread(sent, monkeypatch):
+    run = start(factories.thread(model="demo", tools=DEMO_TOOLS), "Please look up REC-42")
+    # The sync route blocks its caller until Redis answers; in the worker that caller is the runs' database thread.
+    through_sync_route: list[str] = []
+    sync_loop = publishing._sync_loop
+
+    def sync_route() -> publishing._LoopThread:
+        through_sync_route.append(threading.current_thread().name)
+        return sync_loop()
+
+    monkeypatch.setattr(publishing, "_sync_loop", sync_route)
+    del sent[:]
+
+    assert runner.execute_run(run.pk) == "completed"
+
+    statuses = [message["status"] for group, message in sent if message["type"] == "execution.status"]
+    assert statuses[0] == "running" and statuses[-1] == "completed"
+    assert through_sync_route == []
 
 
 def test_harness_recover_runs_one_sweep(capsys):

@@ -230,13 +230,18 @@ def record(
             chain=chain,
         )
         if select_it:
-            select(thread, checkpoint, lease=lease)
+            # The lease was checked above, in this transaction, which holds the run's row.
+            _move_pointer(thread, checkpoint)
     return checkpoint
 
 
 def select(thread: Thread, checkpoint: Checkpoint, *, lease: Lease) -> None:
     """Inside a transaction: move the pointer forward to `checkpoint` (refused when the lease is lost)."""
     verify(lease, "select a checkpoint")
+    _move_pointer(thread, checkpoint)
+
+
+def _move_pointer(thread: Thread, checkpoint: Checkpoint) -> None:
     moved = (
         Thread.objects.filter(pk=thread.pk)
         .filter(Q(selected_checkpoint__isnull=True) | Q(selected_checkpoint__lt=checkpoint.pk))

@@ -134,31 +134,43 @@ async def aexecute_run(
     (a `BaseException` passes through, leaving the lease to expire as a killed worker would). `build` makes the
     agent from the run (a replay answers from a recording instead of the profile's model).
     """
-    lease = await sync_to_async(_acquire)(run_pk)
-    if lease is None:
-        return "skipped: the run is not queued"
-    try:
-        return await _drive(run_pk, lease, after_boundary, build, heartbeats)
-    except LeaseLost as exc:
-        log.warning("%s", exc)
-        return "stopped: lease lost"
-    except asyncio.CancelledError:
-        # The worker is stopping (or the job ran out of time): what was streamed is written (the writer's close),
-        # and the sweeper's next pass recovers the run instead of waiting for the lease to expire.
-        await sync_to_async(leases.give_up)([lease])
-        raise
+    # The sender is in place before the lease is taken: the execution's new status then waits for the worker's
+    # publishing task instead of holding up the database thread that every run on this loop shares.
+    async with worker_sender():
+        lease = await sync_to_async(_acquire)(run_pk)
+        if lease is None:
+            return "skipped: the run is not queued"
+        try:
+            return await _drive(run_pk, lease, after_boundary, build, heartbeats)
+        except LeaseLost as exc:
+            log.warning("%s", exc)
+            return "stopped: lease lost"
+        except asyncio.CancelledError:
+            # The worker is stopping (or the job ran out of time): what was streamed is written (the writer's
+            # close), and the sweeper's next pass recovers the run instead of waiting for the lease to expire.
+            await sync_to_async(leases.give_up)([lease])
+            raise
 
 
 def _acquire(run_pk: int) -> Lease | None:
     """The run's lease, and its execution's status (running now) sent once that commits."""
-    with transaction.atomic():
-        lease = leases.acquire(run_pk)
-        if lease is not None:
-            publish_execution_status(lease.execution_pk)
+    lease = leases.acquire(run_pk)
+    if lease is not None:
+        # After the lease's own transaction: at once, or when the caller's commits.
+        publish_execution_status(lease.execution_pk)
     return lease
 
 
-def _load(run_pk: int) -> tuple[Run, _Start]:
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    run: Run
+    start: _Start
+    projection: RunProjection
+
+
+def _load(run_pk: int) -> _Loaded:
+    """The run, what it starts from, and its projection with what that reads (the journal cursor, the last
+    position): one hop to the database thread, where every run on the loop queues behind the others' writes."""
     run = Run.objects.select_related(
         "execution__thread__profile", "execution__created_by", "policy_version", "start_checkpoint__run"
     ).get(pk=run_pk)
@@ -174,7 +186,11 @@ def _load(run_pk: int) -> tuple[Run, _Start]:
     what_if = run.execution.what_if is not None
     text = None if run.reason == RunReason.RESUME or continued or what_if else run.execution.input
     resume = None if run.deferred_resume is None else decode_resume(run.deferred_resume)
-    return run, _Start(state=state, input=text, resume=resume, chain=checkpoints.CheckpointChain(tip))
+    projection = RunProjection(run)
+    projection.load()
+    return _Loaded(
+        run, _Start(state=state, input=text, resume=resume, chain=checkpoints.CheckpointChain(tip)), projection
+    )
 
 
 def _bind_run_id(lease: Lease, run_id: str) -> None:
@@ -241,8 +257,7 @@ async def _drive(
     cancel = _CancelSwitch()
     heartbeat = asyncio.create_task(_heartbeat(lease, cancel, heartbeats))
     try:
-        async with worker_sender():
-            return await _work(run_pk, lease, after_boundary, cancel, build)
+        return await _work(run_pk, lease, after_boundary, cancel, build)
     finally:
         heartbeat.cancel()
 
@@ -251,10 +266,11 @@ async def _work(
     run_pk: int, lease: Lease, after_boundary: BoundaryHook | None, cancel: _CancelSwitch, build: AgentBuilder
 ) -> str:
     try:
-        run, start = await sync_to_async(_load)(run_pk)
+        loaded = await sync_to_async(_load)(run_pk)
     except checkpoints.CheckpointError as exc:
         await sync_to_async(_record_failure)(lease, "checkpoint_invalid", str(exc))
         return "failed: checkpoint invalid"
+    run, start, projection = loaded.run, loaded.start, loaded.projection
 
     gate = CheckpointBoundaries()
     try:
@@ -274,7 +290,6 @@ async def _work(
     gate.bind(stream.run_id)
     await CommitGroup.of_running_loop().write(partial(_bind_run_id, lease, stream.run_id))
     run.run_id = stream.run_id
-    projection = RunProjection(run)
     # What the items written say about ending the lane, should the stream break off (see the end).
     lane = OpenLane(run, projection.observer)
     cancel.attach(stream.cancel)
@@ -373,13 +388,14 @@ _ANNOUNCED_ENDS = {
 }
 
 
-def _finish_execution(lease: Lease, status: ExecutionStatus, **fields: Any) -> None:
+def _finish_execution(lease: Lease, status: ExecutionStatus, *, child: bool = True, **fields: Any) -> None:
+    """End the lease's execution with `status`; `child=False` when the caller knows it has no parent to answer."""
     finished = {} if status == ExecutionStatus.WAITING else {"finished_at": timezone.now()}
     Execution.objects.filter(pk=lease.execution_pk).update(status=status, **finished, **fields)
     publish_execution_status(lease.execution_pk)
     if status in _ANNOUNCED_ENDS:
         announce(_ANNOUNCED_ENDS[status], execution=lease.execution_pk)
-    if status != ExecutionStatus.WAITING:
+    if status != ExecutionStatus.WAITING and child:
         answer_parent(lease.execution_pk)
 
 
@@ -442,6 +458,8 @@ def _record_result(
     run: Run, lease: Lease, result: HarnessRunResult[Any], last_index: int, chain: checkpoints.CheckpointChain
 ) -> None:
     usage = result.usage.model_dump(mode="json")
+    # Loaded with the run; a child's parent request is set when it is created and never changes.
+    child = run.execution.parent_request_id is not None
     with transaction.atomic():
         if result.status in ("completed", "suspended"):
             assert result.state is not None
@@ -457,7 +475,7 @@ def _record_result(
             )
             if result.status == "completed":
                 leases.release(lease, RunStatus.COMPLETED, output=json.loads(result.output_json()), usage=usage)
-                _finish_execution(lease, ExecutionStatus.COMPLETED)
+                _finish_execution(lease, ExecutionStatus.COMPLETED, child=child)
             else:
                 requests = _deferred_requests(run, result, terminal)
                 leases.release(lease, RunStatus.SUSPENDED, usage=usage)
@@ -482,8 +500,10 @@ def _record_result(
             )
         if result.status == "cancelled":
             leases.release(lease, RunStatus.CANCELLED, usage=usage)
-            _finish_execution(lease, ExecutionStatus.CANCELLED)
+            _finish_execution(lease, ExecutionStatus.CANCELLED, child=child)
             return
         failure = result.failure or SafeFailure(code="run_failed", message="The run failed.")
         leases.release(lease, RunStatus.FAILED, usage=usage, failure_code=failure.code, failure_message=failure.message)
-        _finish_execution(lease, ExecutionStatus.FAILED, failure_code=failure.code, failure_message=failure.message)
+        _finish_execution(
+            lease, ExecutionStatus.FAILED, child=child, failure_code=failure.code, failure_message=failure.message
+        )
