@@ -363,10 +363,12 @@ class HarnessRunStream(Generic[OutputT]):
                     "request_index": request_index,
                 }
                 await self._publish(lifecycle_event("model_request_started", **request))
+                # The run's graph state, read once: `all_messages()` builds a new typed context for every call.
+                state = agent_run.ctx.state
                 try:
                     async with node.stream(agent_run.ctx) as events:
                         async for event in events:
-                            self._tracker.observe(event, boundary=len(agent_run.all_messages()))
+                            self._tracker.observe(event, boundary=len(state.message_history))
                             await self._publish_native(event)
                 except Exception:
                     await self._publish(lifecycle_event("model_request_failed", **request))
