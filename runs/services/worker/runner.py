@@ -161,14 +161,7 @@ def _acquire(run_pk: int) -> Lease | None:
     return lease
 
 
-@dataclass(frozen=True, slots=True)
-class _Loaded:
-    run: Run
-    start: _Start
-    projection: RunProjection
-
-
-def _load(run_pk: int) -> _Loaded:
+def _load(run_pk: int) -> tuple[Run, _Start, RunProjection]:
     """The run, what it starts from, and its projection with what that reads (the journal cursor, the last
     position): one hop to the database thread, where every run on the loop queues behind the others' writes."""
     run = Run.objects.select_related(
@@ -188,9 +181,7 @@ def _load(run_pk: int) -> _Loaded:
     resume = None if run.deferred_resume is None else decode_resume(run.deferred_resume)
     projection = RunProjection(run)
     projection.load()
-    return _Loaded(
-        run, _Start(state=state, input=text, resume=resume, chain=checkpoints.CheckpointChain(tip)), projection
-    )
+    return run, _Start(state=state, input=text, resume=resume, chain=checkpoints.CheckpointChain(tip)), projection
 
 
 def _bind_run_id(lease: Lease, run_id: str) -> None:
@@ -266,11 +257,10 @@ async def _work(
     run_pk: int, lease: Lease, after_boundary: BoundaryHook | None, cancel: _CancelSwitch, build: AgentBuilder
 ) -> str:
     try:
-        loaded = await sync_to_async(_load)(run_pk)
+        run, start, projection = await sync_to_async(_load)(run_pk)
     except checkpoints.CheckpointError as exc:
         await sync_to_async(_record_failure)(lease, "checkpoint_invalid", str(exc))
         return "failed: checkpoint invalid"
-    run, start, projection = loaded.run, loaded.start, loaded.projection
 
     gate = CheckpointBoundaries()
     try:
